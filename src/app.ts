@@ -1,0 +1,126 @@
+import { randomBytes } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import { createServer as createH2cServer, type Http2Server } from "node:http2";
+import type { AddressInfo } from "node:net";
+import { createClient, createRouterTransport, type Transport } from "@connectrpc/connect";
+import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node";
+import { Health } from "../gen/grpc/health/v1/health_pb.ts";
+import { CompletionService } from "../gen/sluice/completion/v1/completion_service_pb.ts";
+import { IdentityService } from "../gen/sluice/identity/v1/identity_service_pb.ts";
+import type { Config } from "./config/index.ts";
+import { createEdge } from "./edge/index.ts";
+import { createExtractiveEngine } from "./engines/extractive/index.ts";
+import { BUILTIN_MODELS, createModelRegistry, loadModelsFile, ModelsFileError, type ModelEntry, type ModelRegistry } from "./engines/models.ts";
+import { createTokenizer, type Tokenizer } from "./engines/tokenizer.ts";
+import type { Logger } from "./logger.ts";
+import { createCore } from "./services/routes.ts";
+import { createMemoryStore } from "./store/memory/index.ts";
+import type { Store } from "./store/store.ts";
+
+/** A running Sluice: its addresses, its store (for the dev bootstrap and tests), and a stop. */
+export interface App {
+  edgeUrl: string;
+  /** Undefined for an edge-only process. */
+  coreUrl: string | undefined;
+  store: Store | undefined;
+  close(): Promise<void>;
+}
+
+export interface AppOptions {
+  logger: Logger;
+  now?: () => number;
+  /** A store to use instead of the one the config selects; tests share one across apps. */
+  store?: Store;
+  /** Models to serve instead of the configured ones; tests inject failing or slow engines. */
+  models?: ModelRegistry;
+}
+
+function listen(server: Server | Http2Server, port: number, host: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      const { port: bound } = server.address() as AddressInfo;
+      resolve(`http://${host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host}:${bound}`);
+    });
+  });
+}
+
+function closeServer(server: Server | Http2Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    if ("closeAllConnections" in server) server.closeAllConnections();
+  });
+}
+
+async function loadModels(config: Config, tokenizer: Tokenizer): Promise<ModelRegistry> {
+  let entries: ModelEntry[] = BUILTIN_MODELS;
+  if (config.SLUICE_MODELS !== undefined) entries = await loadModelsFile(config.SLUICE_MODELS);
+  const extractive = createExtractiveEngine({ tokenizer });
+  return createModelRegistry(entries, (entry) => {
+    if (entry.engine === "extractive") return extractive;
+    throw new ModelsFileError(`SLUICE_MODELS: model "${entry.name}": the "openai" engine is not in this build yet`);
+  });
+}
+
+function createStore(config: Config): Store {
+  if (config.REDIS_URL !== undefined) {
+    throw new Error("REDIS_URL: the Redis store is not in this build yet; unset REDIS_URL to use the memory store");
+  }
+  return createMemoryStore();
+}
+
+/**
+ * Builds and starts Sluice from a validated config: the core on `GRPC_PORT` (h2c gRPC,
+ * Connect and gRPC-Web) and the HTTP edge on `PORT`, the edge reaching the core in-process
+ * through the router transport, or over gRPC at `CORE_URL` when it runs alone.
+ */
+export async function startApp(config: Config, options: AppOptions): Promise<App> {
+  const now = options.now ?? Date.now;
+  const edgeToken = config.SLUICE_EDGE_TOKEN ?? randomBytes(32).toString("base64url");
+  const closers: Array<() => Promise<void>> = [];
+  let transport: Transport;
+  let coreUrl: string | undefined;
+  let store: Store | undefined;
+
+  if (config.CORE_URL === undefined) {
+    store = options.store ?? createStore(config);
+    const tokenizer = createTokenizer();
+    const models = options.models ?? (await loadModels(config, tokenizer));
+    const core = createCore({
+      store, models, tokenizer, logger: options.logger, now,
+      reservationTtlMs: config.SLUICE_RESERVATION_TTL_MS,
+      adminToken: config.SLUICE_ADMIN_TOKEN,
+      edgeToken,
+    });
+    const h2c = createH2cServer(connectNodeAdapter({ routes: core.routes, interceptors: core.interceptors }));
+    coreUrl = await listen(h2c, config.GRPC_PORT, config.HOST);
+    closers.push(() => closeServer(h2c));
+    transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
+  } else {
+    transport = createGrpcTransport({ baseUrl: config.CORE_URL });
+  }
+
+  const edge = createServer(createEdge({
+    clients: {
+      identity: createClient(IdentityService, transport),
+      completion: createClient(CompletionService, transport),
+      health: createClient(Health, transport),
+    },
+    links: { docsBaseUrl: config.SLUICE_DOCS_URL, portalUrl: config.SLUICE_PORTAL_URL },
+    keepAliveMs: config.SLUICE_SSE_KEEPALIVE_MS,
+    edgeToken,
+    logger: options.logger,
+  }));
+  const edgeUrl = await listen(edge, config.PORT, config.HOST);
+  closers.push(() => closeServer(edge));
+
+  return {
+    edgeUrl,
+    coreUrl,
+    store,
+    async close() {
+      await Promise.all(closers.map((c) => c()));
+      await store?.close();
+    },
+  };
+}

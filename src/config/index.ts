@@ -1,0 +1,48 @@
+import { z } from "zod";
+
+const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+
+/**
+ * Every setting of Sluice, read from the environment and checked at start-up, so that a bad
+ * value stops the process with a message naming the variable instead of failing a call later.
+ */
+export const configSchema = z.object({
+  PORT: port(8080).describe("HTTP edge port (the /v1 API, /healthz, /readyz)."),
+  GRPC_PORT: port(50051).describe("Core port: gRPC, Connect and gRPC-Web over h2c."),
+  METRICS_PORT: port(9464).describe("Prometheus /metrics port, never the public one."),
+  HOST: z.string().min(1).default("0.0.0.0").describe("Address the servers bind."),
+  SLUICE_ADMIN_TOKEN: z.string().min(16, "must be at least 16 characters").optional().describe("Bearer token of the Admin API; unset turns Admin off (the dev bootstrap makes one up)."),
+  SLUICE_MODELS: z.string().min(1).optional().describe("Path of a JSON or YAML models file; unset serves only service-extract."),
+  REDIS_URL: z.string().url().optional().describe("Redis store URL; unset uses the in-process memory store."),
+  CORE_URL: z.string().url().optional().describe("Run as an edge only, reaching a remote core over gRPC at this URL (h2c: http://core:50051)."),
+  SLUICE_EDGE_TOKEN: z.string().min(32, "must be at least 32 characters").optional().describe("Secret shared by edges and cores of a split deployment; random per process when unset."),
+  SLUICE_DEV_BOOTSTRAP: z.enum(["auto", "off"]).default("auto").describe("On an empty memory store, create a dev account and key and print them."),
+  SLUICE_SSE_KEEPALIVE_MS: z.coerce.number().int().min(10).default(15000).describe("Idle time before a ': keep-alive' comment on a stream."),
+  SLUICE_RESERVATION_TTL_MS: z.coerce.number().int().min(1000).default(60000).describe("A reservation not renewed within this time expires (crashed processes)."),
+  SLUICE_DOCS_URL: z.string().url().default("https://docs.sluice.dev/errors").describe("Base of error docs_url links."),
+  SLUICE_PORTAL_URL: z.string().url().default("https://console.sluice.dev").describe("Console URL of portal_url and resolution_url links."),
+  SLUICE_LOG: z.enum(["debug", "info", "warn", "error", "silent"]).default("info").describe("Log level; logs are JSON lines on stderr."),
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+/** A split edge must prove itself to the remote core, so it needs the shared secret. */
+const splitNeedsToken = (c: Config) => c.CORE_URL === undefined || c.SLUICE_EDGE_TOKEN !== undefined;
+
+/** Thrown with one line per bad variable. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** Parses the environment; throws a `ConfigError` that names each bad variable. */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const blanksRemoved = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = configSchema.safeParse(blanksRemoved);
+  if (parsed.success) {
+    if (!splitNeedsToken(parsed.data)) throw new ConfigError("invalid configuration:\n  SLUICE_EDGE_TOKEN: required when CORE_URL is set");
+    return parsed.data;
+  }
+  const lines = parsed.error.issues.map((issue) => `  ${issue.path.join(".")}: ${issue.message}`);
+  throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`);
+}
+

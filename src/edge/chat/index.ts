@@ -1,0 +1,139 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { FinishReason, type StreamChatCompletionResponse, type Usage } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import { reasonOf, sluiceError, STREAM_INTERNAL_ERROR, streamAbortPayload } from "../../errors/catalogue.ts";
+import { bodyTooLarge, httpErrorFor } from "../../errors/http.ts";
+import { EDGE_ADMITTED_HEADER } from "../../protocol/bearer.ts";
+import { declaredTooLarge, readBodyWithin } from "../body.ts";
+import { coreHeaders, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "../context.ts";
+import { writeCoreError, writeError, writeJson } from "../respond.ts";
+import { createSseWriter } from "../sse.ts";
+import { fromWire } from "./wire.ts";
+
+const FINISH: Record<FinishReason, string | null> = {
+  [FinishReason.UNSPECIFIED]: null,
+  [FinishReason.STOP]: "stop",
+  [FinishReason.LENGTH]: "length",
+};
+const finishOf = (reason: FinishReason): string | null => FINISH[reason] ?? null;
+
+const usageJson = (u: Usage | undefined) => ({
+  prompt_tokens: Number(u?.promptTokens ?? 0n),
+  completion_tokens: Number(u?.completionTokens ?? 0n),
+  total_tokens: Number(u?.totalTokens ?? 0n),
+});
+
+/**
+ * `POST /v1/chat/completions`. Applies DESIGN's check order around the core: the bearer and
+ * the declared size are checked, then the core authenticates and rate-limits (a `GetCaller`
+ * probe), and only then is the body read, parsed and handed to the core, which applies
+ * every other rule.
+ */
+export async function handleChat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: EdgeRequest): Promise<void> {
+  const base = { "x-request-id": r.requestId };
+  if (r.authorization === undefined) return writeError(res, httpErrorFor("missing_bearer_token", deps.links), base, true);
+  if (declaredTooLarge(req)) return writeError(res, bodyTooLarge(), base, true);
+
+  let keyed: Record<string, string> = base;
+  try {
+    await deps.clients.identity.getCaller({}, {
+      headers: coreHeaders(r),
+      onHeader: (h) => { keyed = { ...base, ...rateLimitHeadersOf(h) }; },
+    });
+  } catch (err) {
+    return writeCoreError(res, err, deps.links, base, true);
+  }
+
+  const raw = await readBodyWithin(req);
+  if (raw === undefined) return writeError(res, bodyTooLarge(), keyed, true);
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString("utf8"));
+  } catch {
+    return writeError(res, httpErrorFor("invalid_json_body", deps.links), keyed, false);
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    return writeError(res, httpErrorFor("body_must_be_object", deps.links), keyed, false);
+  }
+  const wire = fromWire(body as Record<string, unknown>);
+  if ("field" in wire) {
+    const err = sluiceError("invalid_request_body", { message: `${wire.field}: ${wire.message}`, metadata: { field: wire.field } });
+    return writeCoreError(res, err, deps.links, keyed, false);
+  }
+
+  const abort = new AbortController();
+  const onClose = () => { if (!res.writableFinished) abort.abort(); };
+  res.on("close", onClose);
+  const options = { headers: { ...coreHeaders(r), [EDGE_ADMITTED_HEADER]: deps.edgeToken }, signal: abort.signal };
+  try {
+    if (!wire.stream) {
+      const out = await deps.clients.completion.createChatCompletion({ params: wire.params }, options);
+      return writeJson(res, 200, {
+        id: out.id,
+        object: "chat.completion",
+        created: Number(out.created),
+        model: out.model,
+        choices: [{ index: 0, message: { role: "assistant", content: out.content }, logprobs: null, finish_reason: finishOf(out.finishReason) }],
+        usage: usageJson(out.usage),
+      }, keyed);
+    }
+    await streamChat(res, deps, deps.clients.completion.streamChatCompletion({ params: wire.params }, options), keyed);
+  } catch (err) {
+    if (!abort.signal.aborted) writeCoreError(res, err, deps.links, keyed, false);
+  } finally {
+    res.off("close", onClose);
+  }
+}
+
+/**
+ * Streams core events as SSE. The 200 is sent with the first event (or the first keep-alive),
+ * so that errors before it keep their HTTP status. Each delta is held until the next event,
+ * so the last content chunk can carry the finish reason as DESIGN requires.
+ */
+async function streamChat(res: ServerResponse, deps: EdgeDeps, events: AsyncIterable<StreamChatCompletionResponse>, headers: Record<string, string>): Promise<void> {
+  const sse = createSseWriter(res, deps.keepAliveMs);
+  const firstWait = setTimeout(() => sse.open(headers), deps.keepAliveMs);
+  let held: string | undefined;
+  let sentRole = false;
+  let last: StreamChatCompletionResponse | undefined;
+  const chunk = (e: StreamChatCompletionResponse, delta: Record<string, string>, finish: string | null) => {
+    sse.open(headers);
+    sse.data({
+      id: e.id, object: "chat.completion.chunk", created: Number(e.created), model: e.model,
+      choices: [{ index: 0, delta: sentRole ? delta : { role: "assistant", ...delta }, logprobs: null, finish_reason: finish }],
+    });
+    sentRole = true;
+  };
+  try {
+    for await (const e of events) {
+      // Any event means the core admitted the call: from here on, errors are SSE events.
+      sse.open(headers);
+      last = e;
+      if (e.event.case === "delta") {
+        if (held !== undefined) chunk(e, { content: held }, null);
+        held = e.event.value;
+      } else if (e.event.case === "finishReason") {
+        chunk(e, { content: held ?? "" }, finishOf(e.event.value));
+        held = undefined;
+      } else if (e.event.case === "usage") {
+        sse.open(headers);
+        sse.data({ id: e.id, object: "chat.completion.chunk", created: Number(e.created), model: e.model, choices: [], usage: usageJson(e.event.value) });
+      }
+    }
+    sse.open(headers);
+    sse.data("[DONE]");
+  } catch (err) {
+    if (!sse.opened) throw err;
+    // Chunks the core produced are delivered before the error: they are the billed ones.
+    if (held !== undefined && last) chunk(last, { content: held }, null);
+    if (reasonOf(err) === "spend_cap_exceeded") {
+      sse.event("error", streamAbortPayload("spend_cap_exceeded", deps.links));
+    } else {
+      deps.logger.warn("stream failed after start", { error: err instanceof Error ? err.message : String(err) });
+      sse.data(STREAM_INTERNAL_ERROR);
+      sse.data("[DONE]");
+    }
+  } finally {
+    clearTimeout(firstWait);
+    sse.close();
+  }
+}

@@ -1,0 +1,44 @@
+import type { Client } from "@connectrpc/connect";
+import type { Health } from "../../gen/grpc/health/v1/health_pb.ts";
+import type { CompletionService } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
+import type { IdentityService } from "../../gen/sluice/identity/v1/identity_service_pb.ts";
+import type { ErrorLinks } from "../errors/catalogue.ts";
+import type { Logger } from "../logger.ts";
+
+/** The core, as the edge sees it: Connect clients over whatever transport reaches it. */
+export interface EdgeClients {
+  identity: Client<typeof IdentityService>;
+  completion: Client<typeof CompletionService>;
+  health: Client<typeof Health>;
+}
+
+/** Everything the edge needs; it holds no store, no engine and no business rule. */
+export interface EdgeDeps {
+  clients: EdgeClients;
+  links: ErrorLinks;
+  keepAliveMs: number;
+  /** Proves to the core that this edge already rate-limited a chat call. */
+  edgeToken: string;
+  logger: Logger;
+}
+
+/** Per-request values of one HTTP exchange. */
+export interface EdgeRequest {
+  requestId: string;
+  /** The caller's Authorization header, forwarded verbatim to the core. */
+  authorization: string | undefined;
+}
+
+/** Headers every keyed call forwards to the core. */
+export function coreHeaders(r: EdgeRequest): Record<string, string> {
+  return { "x-request-id": r.requestId, ...(r.authorization !== undefined && { authorization: r.authorization }) };
+}
+
+/** Copies the rate-limit headers of a core response so HTTP callers see them too. */
+export function rateLimitHeadersOf(headers: Headers): Record<string, string> {
+  const out: Record<string, string> = {};
+  headers.forEach((value, key) => {
+    if (key.startsWith("x-ratelimit-")) out[key] = value;
+  });
+  return out;
+}

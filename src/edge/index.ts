@@ -1,0 +1,79 @@
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
+import { HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.ts";
+import { httpErrorFor } from "../errors/http.ts";
+import { parseBearer } from "../protocol/bearer.ts";
+import { handleChat } from "./chat/index.ts";
+import { coreHeaders, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "./context.ts";
+import { writeCoreError, writeError, writeJson } from "./respond.ts";
+
+const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+type Handler = (req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: EdgeRequest) => Promise<void>;
+
+/** `GET /v1/me`: the identity probe, translated from `IdentityService.GetCaller`. */
+const handleMe: Handler = async (_req, res, deps, r) => {
+  let headers: Record<string, string> = { "x-request-id": r.requestId };
+  try {
+    const me = await deps.clients.identity.getCaller({}, { headers: coreHeaders(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
+    writeJson(res, 200, { id: me.id, email: me.email ?? null }, headers);
+  } catch (err) {
+    writeCoreError(res, err, deps.links, headers, false);
+  }
+};
+
+/** `GET /v1/models`: the served models in the OpenAI list shape. */
+const handleModels: Handler = async (_req, res, deps, r) => {
+  let headers: Record<string, string> = { "x-request-id": r.requestId };
+  try {
+    const out = await deps.clients.completion.listModels({}, { headers: coreHeaders(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
+    writeJson(res, 200, { object: "list", data: out.models.map((m) => ({ id: m.id, object: "model", created: 0, owned_by: m.ownedBy })) }, headers);
+  } catch (err) {
+    writeCoreError(res, err, deps.links, headers, false);
+  }
+};
+
+/** `/healthz`: the process is up. It never calls the core, so it stays up when the store is down. */
+const handleHealthz: Handler = async (_req, res) => writeJson(res, 200, { status: "ok" });
+
+/** `/readyz`: the core's health check (store and engines reachable). */
+const handleReadyz: Handler = async (_req, res, deps) => {
+  try {
+    const out = await deps.clients.health.check({}, { timeoutMs: 2000 });
+    if (out.status === HealthCheckResponse_ServingStatus.SERVING) return writeJson(res, 200, { status: "ready" });
+  } catch {
+    // Reported below as not ready.
+  }
+  writeJson(res, 503, { status: "unavailable" }, { "retry-after": "1" });
+};
+
+const ROUTES: Record<string, Partial<Record<string, Handler>>> = {
+  "/v1/me": { GET: handleMe },
+  "/v1/chat/completions": { POST: handleChat },
+  "/v1/models": { GET: handleModels },
+  "/healthz": { GET: handleHealthz, HEAD: handleHealthz },
+  "/readyz": { GET: handleReadyz, HEAD: handleReadyz },
+};
+
+/**
+ * The HTTP edge: translates the `/v1` JSON and SSE contract into core RPCs and core errors
+ * back into SPEC's envelopes. It holds no business rule; the core decides every outcome.
+ */
+export function createEdge(deps: EdgeDeps): RequestListener {
+  return (req, res) => {
+    const given = req.headers["x-request-id"];
+    const requestId = typeof given === "string" && SAFE_ID.test(given) ? given : `req_${randomUUID()}`;
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    const route = ROUTES[path.length > 1 ? path.replace(/\/+$/, "") : path];
+    const base = { "x-request-id": requestId };
+    if (!route) return writeError(res, httpErrorFor("not_found", deps.links), base, true);
+    const handler = route[req.method ?? "GET"];
+    if (!handler) return writeError(res, httpErrorFor("method_not_allowed", deps.links), { ...base, allow: Object.keys(route).join(", ") }, true);
+    const authorization = req.headers.authorization;
+    const r: EdgeRequest = { requestId, authorization: parseBearer(authorization) === undefined ? undefined : authorization };
+    handler(req, res, deps, r).catch((err: unknown) => {
+      deps.logger.error("edge handler failed", { requestId, error: err instanceof Error ? err.stack ?? err.message : String(err) });
+      writeCoreError(res, err, deps.links, base, false);
+    });
+  };
+}

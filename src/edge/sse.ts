@@ -1,0 +1,66 @@
+import type { ServerResponse } from "node:http";
+
+const EVENT_NAME = /^[A-Za-z][A-Za-z0-9_-]*$/;
+
+/**
+ * A Server-Sent Events writer that validates what it writes (event names, single-line
+ * payloads), keeps an idle stream alive with `: keep-alive` comments, and always ends the
+ * response through `close()`.
+ */
+export interface SseWriter {
+  /** Sends the 200 and the stream headers, once. */
+  open(headers: Record<string, string>): void;
+  readonly opened: boolean;
+  data(payload: object | "[DONE]"): void;
+  event(name: string, payload: object): void;
+  close(): void;
+}
+
+export function createSseWriter(res: ServerResponse, keepAliveMs: number): SseWriter {
+  let opened = false;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      write(": keep-alive\n\n");
+    }, keepAliveMs);
+  };
+  const write = (frame: string) => {
+    if (res.writableEnded || res.destroyed) return;
+    res.write(frame);
+    arm();
+  };
+  const line = (payload: object | "[DONE]") => {
+    const text = payload === "[DONE]" ? payload : JSON.stringify(payload);
+    if (/[\r\n]/.test(text)) throw new Error("SSE data must be a single line");
+    return text;
+  };
+  return {
+    get opened() {
+      return opened;
+    },
+    open(headers) {
+      if (opened) return;
+      opened = true;
+      res.writeHead(200, {
+        ...headers,
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-cache",
+        "x-accel-buffering": "no",
+      });
+      res.flushHeaders();
+      arm();
+    },
+    data(payload) {
+      write(`data: ${line(payload)}\n\n`);
+    },
+    event(name, payload) {
+      if (!EVENT_NAME.test(name)) throw new Error(`invalid SSE event name: ${name}`);
+      write(`event: ${name}\ndata: ${line(payload)}\n\n`);
+    },
+    close() {
+      clearTimeout(timer);
+      if (!res.writableEnded) res.end();
+    },
+  };
+}

@@ -1,0 +1,59 @@
+import type { FinishReason } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
+
+/** One turn of the conversation, as every engine sees it. */
+export interface EngineMessage {
+  role: string;
+  content: string;
+  name?: string;
+}
+
+/**
+ * What an engine is asked to do. The core has already validated and clamped every field,
+ * so engines never re-check limits: they only honour them.
+ */
+export interface EngineRequest {
+  /** The model name the caller asked for. */
+  model: string;
+  messages: EngineMessage[];
+  /** Already clamped to 1..4096. */
+  maxTokens: number;
+  /** 0..2; undefined means the engine's default (1, as the OpenAI API). */
+  temperature?: number;
+  /** (0..1]; undefined means 1. */
+  topP?: number;
+  /** At most four strings; the answer is cut before the first occurrence of any. */
+  stop: string[];
+  seed?: bigint;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  user?: string;
+}
+
+/** A piece of generated text and how many output tokens it holds. */
+export interface EngineDelta {
+  type: "delta";
+  text: string;
+  tokens: number;
+}
+
+/**
+ * The end of a generation. `usage` is set when the engine knows the exact counts (an upstream
+ * that reports them); otherwise the core counts the tokens itself.
+ */
+export interface EngineDone {
+  type: "done";
+  finishReason: FinishReason;
+  usage?: { promptTokens: number; completionTokens: number };
+}
+
+export type EngineEvent = EngineDelta | EngineDone;
+
+/**
+ * An engine turns a request into deltas. Cancelling `signal` must stop the work promptly: the
+ * core relies on it to stop paying for a caller that went away.
+ */
+export interface Engine {
+  generate(request: EngineRequest, signal: AbortSignal): AsyncIterable<EngineEvent>;
+  /** Resolves when the engine can serve; rejects with the reason when it cannot. */
+  ready(): Promise<void>;
+}

@@ -1,0 +1,80 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  CATALOGUE, errorBody, httpStatusOf, isReason, reasonOf, retryAfterMsOf, sluiceError,
+  type ErrorLinks, type Reason,
+} from "./catalogue.ts";
+
+/**
+ * The one mapping between gRPC errors and HTTP responses, in both directions, driven by the
+ * catalogue table, so the edge never decides a status or a body on its own.
+ */
+
+/** An HTTP error response, ready for the edge to write. */
+export interface HttpError {
+  status: number;
+  headers: Record<string, string>;
+  /** A JSON value, or a string for the plain 413. */
+  body: object | string;
+  reason: Reason | undefined;
+}
+
+/** Response headers of a core error that an HTTP caller must see. */
+const FORWARDED = /^(x-ratelimit-|x-request-id$)/;
+
+/** The reason to use for a ConnectError that carries none (a bug, a transport failure). */
+function fallbackReason(err: ConnectError): Reason {
+  switch (err.code) {
+    case Code.Unavailable:
+    case Code.DeadlineExceeded:
+    case Code.Aborted:
+      return "service_unavailable";
+    default:
+      return "internal_error";
+  }
+}
+
+/** Default delay suggested for a 503 that carries no `RetryInfo`. */
+const DEFAULT_UNAVAILABLE_RETRY_MS = 1000;
+
+/** Maps any error thrown by the core into the HTTP status, envelope and headers of SPEC. */
+export function toHttpError(thrown: unknown, links: ErrorLinks): HttpError {
+  const err = ConnectError.from(thrown);
+  const reason = reasonOf(err) ?? fallbackReason(err);
+  const headers: Record<string, string> = {};
+  err.metadata.forEach((value, key) => {
+    if (FORWARDED.test(key)) headers[key] = value;
+  });
+  let retryMs = retryAfterMsOf(err);
+  if (retryMs === undefined && reason === "service_unavailable") retryMs = DEFAULT_UNAVAILABLE_RETRY_MS;
+  if (retryMs !== undefined) headers["retry-after"] = String(Math.max(1, Math.ceil(retryMs / 1000)));
+  // The message of an unexpected error may hold internals; only catalogue messages leave.
+  const message = reasonOf(err) ? err.rawMessage : undefined;
+  return { status: httpStatusOf(reason), headers, body: errorBody(reason, links, message), reason };
+}
+
+/** The plain 413 for a body above 32 MiB: SPEC gives it no code and no envelope. */
+export function bodyTooLarge(): HttpError {
+  return { status: 413, headers: {}, body: "Request body too large\n", reason: undefined };
+}
+
+/** Builds the HTTP error for a reason raised by the edge itself (body parsing, bearer check). */
+export function httpErrorFor(reason: Reason, links: ErrorLinks): HttpError {
+  return toHttpError(sluiceError(reason), links);
+}
+
+/**
+ * Reads a Sluice HTTP error back into the ConnectError the core raised: the inverse of
+ * `toHttpError`, for clients and proxies that sit behind another Sluice edge.
+ */
+export function fromHttpError(status: number, body: unknown, retryAfter?: string | null): ConnectError {
+  let code: unknown;
+  if (typeof body === "object" && body !== null) {
+    const b = body as { detail?: unknown; error?: { code?: unknown } };
+    code = b.detail ?? b.error?.code;
+  }
+  const seconds = retryAfter ? Number(retryAfter) : NaN;
+  const retry = Number.isFinite(seconds) ? { retryAfterMs: seconds * 1000 } : {};
+  if (isReason(code) && CATALOGUE[code].http === status) return sluiceError(code, retry);
+  if (status === 503) return sluiceError("service_unavailable", retry);
+  return sluiceError("internal_error", { message: `unexpected HTTP ${status}` });
+}

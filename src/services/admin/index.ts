@@ -1,0 +1,145 @@
+import { randomUUID } from "node:crypto";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { z } from "zod";
+import {
+  type AdminService, PaymentStatus, SubscriptionStatus,
+} from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
+import { sluiceError } from "../../errors/catalogue.ts";
+import type { AccountPatch, AccountRecord, ApiKeyRecord, Store } from "../../store/store.ts";
+import { displayPrefix, generateApiKey, hashApiKey } from "../auth/api-key.ts";
+import { periodOf } from "../completion/pricing.ts";
+import { listUsagePage, usageRecordToProto } from "../usage-records.ts";
+
+/** Rate-limit defaults of DESIGN: 10 requests per second with a burst of 10. */
+export const DEFAULT_RATE_LIMIT_RPS = 10;
+export const DEFAULT_BURST = 10;
+
+const uuid = z.string().uuid();
+const cap = z.bigint().min(0n).max(BigInt(Number.MAX_SAFE_INTEGER));
+
+/** Parses one admin field or answers 400 `invalid_argument` naming it. */
+function check<T>(schema: z.ZodType<T>, value: unknown, field: string): T {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw sluiceError("invalid_argument", { message: `${field}: ${parsed.error.issues[0]?.message ?? "invalid"}`, metadata: { field } });
+}
+
+const PAYMENT: Record<PaymentStatus, AccountRecord["paymentStatus"] | undefined> = {
+  [PaymentStatus.UNSPECIFIED]: undefined, [PaymentStatus.OK]: "ok", [PaymentStatus.FAILED]: "failed",
+};
+const SUBSCRIPTION: Record<SubscriptionStatus, AccountRecord["subscriptionStatus"] | undefined> = {
+  [SubscriptionStatus.UNSPECIFIED]: undefined, [SubscriptionStatus.ACTIVE]: "active", [SubscriptionStatus.CANCELED]: "canceled",
+};
+
+function keyToProto(k: ApiKeyRecord) {
+  return {
+    id: k.id, accountId: k.accountId, prefix: k.prefix, rateLimitRps: k.rateLimitRps, burst: k.burst,
+    revoked: k.revoked, createTime: timestampFromMs(k.createTimeMs),
+  };
+}
+
+export interface AdminDeps {
+  store: Store;
+  now: () => number;
+}
+
+/**
+ * The operator's API. Keys are issued here and only here: the secret is returned once and
+ * only its hash is stored.
+ */
+export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminService> {
+  const { store } = deps;
+
+  const accountToProto = async (a: AccountRecord) => {
+    const now = deps.now();
+    const period = periodOf(now);
+    const balance = await store.balance(a.id, period, now);
+    return {
+      id: a.id,
+      ...(a.email !== undefined && { email: a.email }),
+      ...(a.spendCapUsdMicros !== undefined && { spendCapUsdMicros: BigInt(a.spendCapUsdMicros) }),
+      onboardingComplete: a.onboardingComplete,
+      paymentStatus: a.paymentStatus === "failed" ? PaymentStatus.FAILED : PaymentStatus.OK,
+      subscriptionStatus: a.subscriptionStatus === "canceled" ? SubscriptionStatus.CANCELED : SubscriptionStatus.ACTIVE,
+      period,
+      spentUsdMicros: BigInt(balance.spentUsdMicros),
+      reservedUsdMicros: BigInt(balance.reservedUsdMicros),
+    };
+  };
+
+  const mustGetAccount = async (accountId: string) => {
+    const id = check(uuid, accountId, "account_id");
+    const account = await store.getAccount(id);
+    if (!account) throw sluiceError("account_not_found", { metadata: { account_id: id } });
+    return account;
+  };
+
+  return {
+    async createAccount(req) {
+      const account: AccountRecord = {
+        id: randomUUID(),
+        onboardingComplete: req.onboardingComplete,
+        paymentStatus: "ok",
+        subscriptionStatus: "active",
+        createTimeMs: deps.now(),
+      };
+      if (req.email !== undefined) account.email = check(z.string().email(), req.email, "email");
+      if (req.spendCapUsdMicros !== undefined) account.spendCapUsdMicros = Number(check(cap, req.spendCapUsdMicros, "spend_cap_usd_micros"));
+      await store.createAccount(account);
+      return { account: await accountToProto(account) };
+    },
+
+    async getAccount(req) {
+      return { account: await accountToProto(await mustGetAccount(req.accountId)) };
+    },
+
+    async updateAccount(req) {
+      const { id } = await mustGetAccount(req.accountId);
+      const patch: AccountPatch = {};
+      if (req.spendCapUsdMicros !== undefined) patch.spendCapUsdMicros = Number(check(cap, req.spendCapUsdMicros, "spend_cap_usd_micros"));
+      if (req.onboardingComplete !== undefined) patch.onboardingComplete = req.onboardingComplete;
+      if (req.paymentStatus !== undefined) patch.paymentStatus = PAYMENT[req.paymentStatus] ?? "ok";
+      if (req.subscriptionStatus !== undefined) patch.subscriptionStatus = SUBSCRIPTION[req.subscriptionStatus] ?? "active";
+      const updated = await store.updateAccount(id, patch);
+      if (!updated) throw sluiceError("account_not_found", { metadata: { account_id: id } });
+      return { account: await accountToProto(updated) };
+    },
+
+    async createApiKey(req) {
+      const { id: accountId } = await mustGetAccount(req.accountId);
+      const secret = generateApiKey();
+      const key: ApiKeyRecord = {
+        id: `key_${randomUUID().replaceAll("-", "")}`,
+        accountId,
+        prefix: displayPrefix(secret),
+        hash: hashApiKey(secret),
+        rateLimitRps: check(z.number().positive().max(1_000_000), req.rateLimitRps ?? DEFAULT_RATE_LIMIT_RPS, "rate_limit_rps"),
+        burst: check(z.number().int().min(1).max(1_000_000), req.burst ?? DEFAULT_BURST, "burst"),
+        revoked: false,
+        createTimeMs: deps.now(),
+      };
+      await store.createApiKey(key);
+      return { apiKey: keyToProto(key), secret };
+    },
+
+    async revokeApiKey(req) {
+      const id = check(z.string().min(1).max(128), req.apiKeyId, "api_key_id");
+      const key = await store.revokeApiKey(id);
+      if (!key) throw sluiceError("api_key_not_found", { metadata: { api_key_id: id } });
+      return { apiKey: keyToProto(key) };
+    },
+
+    async listApiKeys(req) {
+      const { id } = await mustGetAccount(req.accountId);
+      const keys = await store.listApiKeys(id);
+      return { apiKeys: keys.sort((a, b) => a.createTimeMs - b.createTimeMs).map(keyToProto) };
+    },
+
+    async listUsageRecords(req) {
+      const { id } = await mustGetAccount(req.accountId);
+      const page = await listUsagePage(store, id, req.pageSize, req.pageToken);
+      return { usageRecords: page.records.map(usageRecordToProto), nextPageToken: page.nextPageToken };
+    },
+  };
+}

@@ -1,0 +1,93 @@
+import { timingSafeEqual } from "node:crypto";
+import { createContextKey, type Interceptor } from "@connectrpc/connect";
+import { sluiceError } from "../../errors/catalogue.ts";
+import { EDGE_ADMITTED_HEADER, parseBearer } from "../../protocol/bearer.ts";
+import type { ApiKeyRecord, RateDecision, Store } from "../../store/store.ts";
+import { hashApiKey, hashesEqual, isWellFormedApiKey } from "./api-key.ts";
+
+/** The authenticated caller of a keyed RPC, as handlers read it from the context. */
+export interface Principal {
+  accountId: string;
+  apiKey: ApiKeyRecord;
+}
+
+/** Context value set by the caller interceptor; handlers of keyed services read it. */
+export const principalKey = createContextKey<Principal | undefined>(undefined, { description: "sluice principal" });
+
+/** Reads the principal or fails: a keyed handler reached without one is a wiring bug. */
+export function requirePrincipal(values: { get<T>(key: ReturnType<typeof createContextKey<T>>): T }): Principal {
+  const principal = values.get(principalKey);
+  if (!principal) throw sluiceError("internal_error", { message: "no principal on a keyed call" });
+  return principal;
+}
+
+/** The `x-ratelimit-*` headers of a rate-limit decision, in OpenAI's format. */
+export function rateLimitHeaders(d: RateDecision): Record<string, string> {
+  return {
+    "x-ratelimit-limit-requests": String(d.limit),
+    "x-ratelimit-remaining-requests": String(d.remaining),
+    "x-ratelimit-reset-requests": `${Math.max(0, d.resetMs)}ms`,
+  };
+}
+
+function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export interface CallerAuthDeps {
+  store: Store;
+  now: () => number;
+  /** Services whose calls need an API key. */
+  services: ReadonlySet<string>;
+  /**
+   * Shared secret of the trusted edge. The edge rate-limits a chat call before it reads the
+   * body (DESIGN's check order); with this header the core skips a second charge.
+   */
+  edgeToken?: string;
+}
+
+/**
+ * Authenticates API keys and applies the per-key rate limit on every keyed RPC, so that
+ * direct gRPC callers get exactly the guarantees of HTTP callers. Checks run in DESIGN's
+ * order: missing bearer, invalid key, rate limit.
+ */
+export function createCallerAuthInterceptor(deps: CallerAuthDeps): Interceptor {
+  return (next) => async (req) => {
+    if (!deps.services.has(req.service.typeName)) return next(req);
+    const token = parseBearer(req.header.get("authorization"));
+    if (token === undefined) throw sluiceError("missing_bearer_token");
+    if (!isWellFormedApiKey(token)) throw sluiceError("invalid_api_key");
+    const hash = hashApiKey(token);
+    const key = await deps.store.findApiKeyByHash(hash);
+    if (!key || key.revoked || !hashesEqual(key.hash, hash)) throw sluiceError("invalid_api_key");
+
+    const admittedBy = req.header.get(EDGE_ADMITTED_HEADER);
+    const trusted = deps.edgeToken !== undefined && admittedBy !== null && safeEqual(admittedBy, deps.edgeToken);
+    let headers: Record<string, string> | undefined;
+    if (!trusted) {
+      const decision = await deps.store.admit(key.id, key.rateLimitRps, key.burst, deps.now());
+      headers = rateLimitHeaders(decision);
+      if (!decision.allowed) throw sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers });
+    }
+    req.contextValues.set(principalKey, { accountId: key.accountId, apiKey: key });
+    const res = await next(req);
+    for (const [name, value] of Object.entries(headers ?? {})) res.header.set(name, value);
+    return res;
+  };
+}
+
+/**
+ * Guards the Admin service with `SLUICE_ADMIN_TOKEN`. Without a token, Admin is off: every
+ * call is refused rather than open.
+ */
+export function createAdminAuthInterceptor(deps: { adminToken: string | undefined; service: string }): Interceptor {
+  return (next) => async (req) => {
+    if (req.service.typeName !== deps.service) return next(req);
+    if (deps.adminToken === undefined) throw sluiceError("admin_disabled");
+    const token = parseBearer(req.header.get("authorization"));
+    if (token === undefined || !safeEqual(token, deps.adminToken)) throw sluiceError("invalid_admin_token");
+    return next(req);
+  };
+}

@@ -1,0 +1,29 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { BillingService } from "../../../gen/sluice/billing/v1/billing_service_pb.ts";
+import type { Store } from "../../store/store.ts";
+import { requirePrincipal } from "../auth/index.ts";
+import { periodOf } from "../completion/pricing.ts";
+import { listUsagePage, usageRecordToProto } from "../usage-records.ts";
+
+/** The caller's own view of its billing period and usage records. */
+export function createBillingService(deps: { store: Store; now: () => number }): ServiceImpl<typeof BillingService> {
+  return {
+    async getBalance(_req, ctx) {
+      const { accountId } = requirePrincipal(ctx.values);
+      const now = deps.now();
+      const period = periodOf(now);
+      const [account, balance] = await Promise.all([deps.store.getAccount(accountId), deps.store.balance(accountId, period, now)]);
+      return {
+        period,
+        ...(account?.spendCapUsdMicros !== undefined && { spendCapUsdMicros: BigInt(account.spendCapUsdMicros) }),
+        spentUsdMicros: BigInt(balance.spentUsdMicros),
+        reservedUsdMicros: BigInt(balance.reservedUsdMicros),
+      };
+    },
+    async listUsageRecords(req, ctx) {
+      const { accountId } = requirePrincipal(ctx.values);
+      const page = await listUsagePage(deps.store, accountId, req.pageSize, req.pageToken);
+      return { usageRecords: page.records.map(usageRecordToProto), nextPageToken: page.nextPageToken };
+    },
+  };
+}

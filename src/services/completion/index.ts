@@ -1,0 +1,53 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import {
+  CompletionService, FinishReason,
+  type CreateChatCompletionResponseSchema, type StreamChatCompletionResponseSchema,
+} from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import { requirePrincipal } from "../auth/index.ts";
+import { startCall, type CallDeps } from "./run-call.ts";
+import { validateChatParams } from "./validate.ts";
+
+type StreamOut = MessageInitShape<typeof StreamChatCompletionResponseSchema>;
+type UnaryOut = MessageInitShape<typeof CreateChatCompletionResponseSchema>;
+
+const usageOf = (p: number, c: number) => ({ promptTokens: BigInt(p), completionTokens: BigInt(c), totalTokens: BigInt(p + c) });
+
+/**
+ * The chat completion RPCs. Authentication and the rate limit have run in the interceptors;
+ * this service validates, admits and runs the call, and translates its events to protos.
+ */
+export function createCompletionService(deps: CallDeps): Partial<ServiceImpl<typeof CompletionService>> {
+  return {
+    async createChatCompletion(req, ctx): Promise<UnaryOut> {
+      const principal = requirePrincipal(ctx.values);
+      const call = validateChatParams(req.params);
+      const { header, events } = await startCall(deps, principal, call, false, ctx.signal);
+      let content = "";
+      let finishReason: FinishReason = FinishReason.UNSPECIFIED;
+      let usage = usageOf(0, 0);
+      for await (const event of events) {
+        if (event.type === "delta") content += event.text;
+        else if (event.type === "finish") finishReason = event.finishReason;
+        else usage = usageOf(event.promptTokens, event.completionTokens);
+      }
+      return { id: header.id, model: header.model, created: BigInt(header.created), content, finishReason, usage };
+    },
+
+    listModels() {
+      return { models: deps.models.list().map((m) => ({ id: m.name, ownedBy: "sluice" })) };
+    },
+
+    async *streamChatCompletion(req, ctx): AsyncGenerator<StreamOut> {
+      const principal = requirePrincipal(ctx.values);
+      const call = validateChatParams(req.params);
+      const { header, events } = await startCall(deps, principal, call, true, ctx.signal);
+      const base = { id: header.id, model: header.model, created: BigInt(header.created) };
+      for await (const event of events) {
+        if (event.type === "delta") yield { ...base, event: { case: "delta", value: event.text } };
+        else if (event.type === "finish") yield { ...base, event: { case: "finishReason", value: event.finishReason } };
+        else yield { ...base, event: { case: "usage", value: usageOf(event.promptTokens, event.completionTokens) } };
+      }
+    },
+  };
+}

@@ -1,0 +1,150 @@
+import { randomUUID } from "node:crypto";
+import { FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import type { EngineRequest } from "../../engines/engine.ts";
+import type { Model, ModelRegistry } from "../../engines/models.ts";
+import type { Tokenizer } from "../../engines/tokenizer.ts";
+import { reasonOf, sluiceError } from "../../errors/catalogue.ts";
+import type { Logger } from "../../logger.ts";
+import type { AccountRecord, Store } from "../../store/store.ts";
+import type { Principal } from "../auth/index.ts";
+import { costUsdMicros, msUntilNextPeriod, periodOf } from "./pricing.ts";
+import type { ChatCall } from "./validate.ts";
+
+/** SPEC's input limit, in tokens. */
+export const MAX_INPUT_TOKENS = 32_768;
+
+export interface CallDeps {
+  store: Store;
+  models: ModelRegistry;
+  tokenizer: Tokenizer;
+  now: () => number;
+  reservationTtlMs: number;
+  logger: Logger;
+}
+
+/** What a call yields, in order: deltas, then the finish, then the billed usage. */
+export type CallEvent =
+  | { type: "delta"; text: string }
+  | { type: "finish"; finishReason: FinishReason }
+  | { type: "usage"; promptTokens: number; completionTokens: number };
+
+/** The identity of a running call, fixed before its first event. */
+export interface CallHeader {
+  id: string;
+  model: string;
+  created: number;
+}
+
+/** Refuses an account that may not make calls (DESIGN step 6). */
+function checkAccount(account: AccountRecord | undefined): asserts account is AccountRecord {
+  if (!account) throw sluiceError("invalid_api_key");
+  if (!account.onboardingComplete || account.spendCapUsdMicros === undefined) throw sluiceError("onboarding_incomplete");
+  if (account.paymentStatus === "failed") throw sluiceError("payment_failed");
+  if (account.subscriptionStatus === "canceled") throw sluiceError("subscription_canceled");
+}
+
+/**
+ * Admits a validated call (DESIGN steps 6 to 9) and returns its header and its event stream.
+ * The stream owns the call's reservation: it extends it as output grows, settles it with
+ * the usage record once the engine has finished, and releases it on every other exit
+ * (client gone, engine failure, refused extension), so no path leaks or double-charges.
+ *
+ * `stream` decides what a refused extension means: a stream is cut with its delivered
+ * tokens charged; a unary call is refused whole and not charged.
+ */
+export async function startCall(deps: CallDeps, principal: Principal, call: ChatCall, stream: boolean, signal: AbortSignal): Promise<{ header: CallHeader; events: AsyncGenerator<CallEvent> }> {
+  const found = await deps.store.getAccount(principal.accountId);
+  checkAccount(found);
+  const account: AccountRecord = found;
+  const model: Model | undefined = deps.models.get(call.model);
+  if (!model) throw sluiceError("model_not_found", { message: `The model "${call.model.slice(0, 256)}" does not exist.` });
+  const counted = deps.tokenizer.countMessages(call.messages, MAX_INPUT_TOKENS);
+  if (counted === undefined) throw sluiceError("input_too_large");
+  const promptTokens: number = counted;
+
+  const now = deps.now();
+  const period = periodOf(now);
+  const id = `chatcmpl-${randomUUID().replaceAll("-", "")}`;
+  const worst = costUsdMicros(model, promptTokens, call.maxTokens);
+  // A free model still needs budget left: free calls are never a way around a cap.
+  const minimum = Math.max(1, costUsdMicros(model, promptTokens, 1));
+  const reservation = { accountId: account.id, period, reservationId: id, ttlMs: deps.reservationTtlMs };
+  let reserved = await deps.store.reserve({ ...reservation, minimum, maximum: Math.max(minimum, worst), nowMs: now });
+  if (reserved === 0) throw sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(now) });
+
+  const header: CallHeader = { id, model: model.name, created: Math.floor(now / 1000) };
+  const request: EngineRequest = {
+    model: model.name,
+    messages: call.messages,
+    maxTokens: call.maxTokens,
+    stop: call.stop,
+    ...(call.temperature !== undefined && { temperature: call.temperature }),
+    ...(call.topP !== undefined && { topP: call.topP }),
+    ...(call.seed !== undefined && { seed: call.seed }),
+    ...(call.presencePenalty !== undefined && { presencePenalty: call.presencePenalty }),
+    ...(call.frequencyPenalty !== undefined && { frequencyPenalty: call.frequencyPenalty }),
+    ...(call.user !== undefined && { user: call.user }),
+  };
+
+  const events = async function* (): AsyncGenerator<CallEvent> {
+    const engineAbort = new AbortController();
+    const onAbort = () => engineAbort.abort(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    // Keeps the hold alive while the engine runs; a crashed process stops renewing it.
+    const renew = setInterval(() => {
+      deps.store.reserve({ ...reservation, minimum: 0, maximum: 0, nowMs: deps.now() }).catch((err: unknown) => {
+        deps.logger.warn("reservation renewal failed", { id, error: String(err) });
+      });
+    }, Math.max(250, Math.floor(deps.reservationTtlMs / 3)));
+    let settled = false;
+    let produced = 0;
+    try {
+      for await (const event of model.engine.generate(request, engineAbort.signal)) {
+        if (event.type === "delta") {
+          const needed = costUsdMicros(model, promptTokens, produced + event.tokens);
+          if (needed > reserved) {
+            const more = await deps.store.reserve({ ...reservation, minimum: needed - reserved, maximum: Math.max(needed, worst) - reserved, nowMs: deps.now() });
+            if (more === 0) {
+              if (stream) {
+                settled = true;
+                await deps.store.settle({ ...reservation, chargeUsdMicros: Math.min(reserved, costUsdMicros(model, promptTokens, produced)) });
+              }
+              throw sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(deps.now()) });
+            }
+            reserved += more;
+          }
+          produced += event.tokens;
+          if (event.text) yield { type: "delta", text: event.text };
+          continue;
+        }
+        const prompt = event.usage?.promptTokens ?? promptTokens;
+        const completion = event.usage?.completionTokens ?? produced;
+        const charge = Math.min(reserved, costUsdMicros(model, prompt, completion));
+        settled = true;
+        await deps.store.settle({
+          ...reservation,
+          chargeUsdMicros: charge,
+          record: {
+            id, accountId: account.id, apiKeyId: principal.apiKey.id, model: model.name,
+            promptTokens: prompt, completionTokens: completion, costUsdMicros: charge, createTimeMs: deps.now(),
+          },
+        });
+        yield { type: "finish", finishReason: event.finishReason };
+        yield { type: "usage", promptTokens: prompt, completionTokens: completion };
+        return;
+      }
+      if (signal.aborted) throw sluiceError("internal_error", { message: "call canceled" });
+      throw sluiceError("internal_error", { message: "the engine ended without finishing" });
+    } catch (err) {
+      if (reasonOf(err) === undefined && !signal.aborted) deps.logger.error("engine failed", { id, error: err instanceof Error ? err.message : String(err) });
+      throw reasonOf(err) ? err : sluiceError("internal_error", { cause: err });
+    } finally {
+      clearInterval(renew);
+      signal.removeEventListener("abort", onAbort);
+      engineAbort.abort();
+      if (!settled) await deps.store.release(account.id, period, id).catch(() => undefined);
+    }
+  };
+
+  return { header, events: events() };
+}

@@ -1,0 +1,69 @@
+import { z } from "zod";
+import type { ChatParams } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import { DEFAULT_MODEL } from "../../engines/models.ts";
+import { sluiceError } from "../../errors/catalogue.ts";
+
+/** The max_tokens ceiling of SPEC: higher, missing, zero or non-integer values mean this. */
+export const MAX_TOKENS_CEILING = 4096;
+
+const roles = z.enum(["system", "developer", "user", "assistant", "tool", "function"]);
+
+const messageSchema = z.object({
+  role: roles,
+  content: z.string(),
+  name: z.string().min(1).max(256).optional(),
+});
+
+/**
+ * The rules every chat call obeys, whether it came over HTTP or gRPC. Sampling parameters
+ * follow the OpenAI API's ranges; out-of-range values are refused, not silently clamped,
+ * except max_tokens, which SPEC clamps.
+ */
+const chatSchema = z.object({
+  model: z.string().max(256).transform((m) => m || DEFAULT_MODEL),
+  messages: z.array(messageSchema).max(100_000),
+  prompt: z.string().optional(),
+  maxTokens: z.bigint().optional().transform((v) => (v === undefined || v <= 0n || v > BigInt(MAX_TOKENS_CEILING) ? MAX_TOKENS_CEILING : Number(v))),
+  temperature: z.number().min(0).max(2).optional(),
+  topP: z.number().min(0).max(1).optional(),
+  stop: z.array(z.string().min(1)).max(4),
+  seed: z.bigint().optional(),
+  user: z.string().max(512).optional(),
+  presencePenalty: z.number().min(-2).max(2).optional(),
+  frequencyPenalty: z.number().min(-2).max(2).optional(),
+  n: z.number().int().min(1).max(1, "only n = 1 is served").optional(),
+}).superRefine((p, ctx) => {
+  if (p.messages.length === 0 && p.prompt === undefined) ctx.addIssue({ code: "custom", path: ["messages"], message: "messages or prompt is required" });
+  if (p.messages.length > 0 && p.prompt !== undefined) ctx.addIssue({ code: "custom", path: ["prompt"], message: "give messages or prompt, not both" });
+}).transform(({ prompt, messages, ...rest }) => ({
+  ...rest,
+  messages: prompt === undefined ? messages : [{ role: "user" as const, content: prompt }],
+}));
+
+/** A validated, normalized chat call. */
+export type ChatCall = z.infer<typeof chatSchema>;
+
+/** Validates a call's parameters; throws 400 `invalid_request_body` naming the first bad field. */
+export function validateChatParams(params: ChatParams | undefined): ChatCall {
+  const parsed = chatSchema.safeParse({
+    model: params?.model ?? "",
+    messages: (params?.messages ?? []).map((m) => ({ role: m.role, content: m.content, name: m.name })),
+    prompt: params?.prompt,
+    maxTokens: params?.maxTokens,
+    temperature: params?.temperature,
+    topP: params?.topP,
+    stop: params?.stop ?? [],
+    seed: params?.seed,
+    user: params?.user,
+    presencePenalty: params?.presencePenalty,
+    frequencyPenalty: params?.frequencyPenalty,
+    n: params?.n,
+  });
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const field = issue?.path.join(".") ?? "";
+  throw sluiceError("invalid_request_body", {
+    message: `${field || "request"}: ${issue?.message ?? "invalid"}`,
+    metadata: { field },
+  });
+}

@@ -1,0 +1,16 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { IdentityService } from "../../../gen/sluice/identity/v1/identity_service_pb.ts";
+import { requirePrincipal } from "../auth/index.ts";
+
+/**
+ * Who is calling. The interceptor has already authenticated the key, so this is the cheap
+ * probe SPEC promises; `email` stays unset because the caller used an API key.
+ */
+export function createIdentityService(): ServiceImpl<typeof IdentityService> {
+  return {
+    getCaller(_req, ctx) {
+      const principal = requirePrincipal(ctx.values);
+      return { id: principal.accountId, apiKeyId: principal.apiKey.id };
+    },
+  };
+}

@@ -1,0 +1,63 @@
+import { randomUUID } from "node:crypto";
+import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
+import { reasonOf, sluiceError } from "../errors/catalogue.ts";
+import type { Logger } from "../logger.ts";
+
+/** The request id of the current call, as handlers read it from the context. */
+export const requestIdKey = createContextKey<string>("", { description: "sluice request id" });
+
+const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * Turns anything that is not a catalogue error into one, so that no stack trace or internal
+ * message reaches a caller, and logs it with the request id so an operator can find it.
+ */
+function normalize(err: unknown, requestId: string, logger: Logger, rpc: string): ConnectError {
+  if (reasonOf(err) !== undefined) {
+    const e = err as ConnectError;
+    e.metadata.set("x-request-id", requestId);
+    return e;
+  }
+  const unavailable = err instanceof ConnectError && [Code.Unavailable, Code.DeadlineExceeded].includes(err.code);
+  const canceled = err instanceof ConnectError && err.code === Code.Canceled;
+  if (canceled) return err;
+  logger.error("rpc failed", { rpc, requestId, error: err instanceof Error ? err.stack ?? err.message : String(err) });
+  return sluiceError(unavailable ? "service_unavailable" : "internal_error", { headers: { "x-request-id": requestId }, cause: err });
+}
+
+async function* guardStream<T>(messages: AsyncIterable<T>, onError: (err: unknown) => ConnectError): AsyncIterable<T> {
+  try {
+    yield* messages;
+  } catch (err) {
+    throw onError(err);
+  }
+}
+
+/**
+ * The outermost interceptor: gives every call a request id (the caller's `x-request-id` when
+ * it is safe, a new one otherwise), echoes it in the response, logs the outcome, and maps
+ * unexpected failures to catalogue errors.
+ */
+export function createRequestContextInterceptor(deps: { logger: Logger }): Interceptor {
+  return (next) => async (req) => {
+    const given = req.header.get("x-request-id");
+    const requestId = given && SAFE_ID.test(given) ? given : `req_${randomUUID()}`;
+    req.contextValues.set(requestIdKey, requestId);
+    const rpc = `${req.service.typeName}/${req.method.name}`;
+    const started = performance.now();
+    const fail = (err: unknown) => {
+      const e = normalize(err, requestId, deps.logger, rpc);
+      deps.logger.info("rpc", { rpc, requestId, code: Code[e.code], reason: reasonOf(e), ms: Math.round(performance.now() - started) });
+      return e;
+    };
+    try {
+      const res = await next(req);
+      res.header.set("x-request-id", requestId);
+      if (res.stream) return { ...res, message: guardStream(res.message, fail) };
+      deps.logger.info("rpc", { rpc, requestId, code: "OK", ms: Math.round(performance.now() - started) });
+      return res;
+    } catch (err) {
+      throw fail(err);
+    }
+  };
+}

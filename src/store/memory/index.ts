@@ -1,0 +1,144 @@
+import { gcra } from "../gcra.ts";
+import type {
+  AccountPatch, AccountRecord, ApiKeyRecord, Balance, RateDecision, ReserveRequest,
+  SettleRequest, Store, UsagePage, UsageRecordRow,
+} from "../store.ts";
+import { decodePageToken, encodePageToken } from "../page-token.ts";
+
+interface Reservation {
+  amount: number;
+  expiresAtMs: number;
+}
+
+interface PeriodState {
+  spent: number;
+  reservations: Map<string, Reservation>;
+  /** Ids already settled, so that a retried settle charges once. */
+  settled: Set<string>;
+}
+
+/**
+ * The embedded store for one process. JavaScript runs each method to completion before the
+ * next, so every method is atomic without locks, which is exactly the guarantee the Redis
+ * backend gets from its Lua scripts.
+ */
+export function createMemoryStore(): Store {
+  const accounts = new Map<string, AccountRecord>();
+  const keys = new Map<string, ApiKeyRecord>();
+  const keysByHash = new Map<string, string>();
+  const tats = new Map<string, number>();
+  const periods = new Map<string, PeriodState>();
+  const usage = new Map<string, UsageRecordRow[]>();
+
+  const periodState = (accountId: string, period: string): PeriodState => {
+    const id = `${accountId}|${period}`;
+    let state = periods.get(id);
+    if (!state) {
+      state = { spent: 0, reservations: new Map(), settled: new Set() };
+      periods.set(id, state);
+    }
+    return state;
+  };
+
+  /** Sums live reservations, dropping the expired ones: a crashed call's hold frees itself. */
+  const liveReserved = (state: PeriodState, nowMs: number): number => {
+    let total = 0;
+    for (const [id, r] of state.reservations) {
+      if (r.expiresAtMs <= nowMs) state.reservations.delete(id);
+      else total += r.amount;
+    }
+    return total;
+  };
+
+  const copy = <T extends object>(value: T | undefined): T | undefined => (value ? { ...value } : undefined);
+
+  return {
+    async createAccount(account) {
+      accounts.set(account.id, { ...account });
+    },
+    async getAccount(id) {
+      return copy(accounts.get(id));
+    },
+    async updateAccount(id, patch: AccountPatch) {
+      const account = accounts.get(id);
+      if (!account) return undefined;
+      Object.assign(account, Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)));
+      return { ...account };
+    },
+    async countAccounts() {
+      return accounts.size;
+    },
+
+    async createApiKey(key) {
+      keys.set(key.id, { ...key });
+      keysByHash.set(key.hash, key.id);
+    },
+    async getApiKey(id) {
+      return copy(keys.get(id));
+    },
+    async findApiKeyByHash(hash) {
+      const id = keysByHash.get(hash);
+      return id === undefined ? undefined : copy(keys.get(id));
+    },
+    async revokeApiKey(id) {
+      const key = keys.get(id);
+      if (!key) return undefined;
+      key.revoked = true;
+      return { ...key };
+    },
+    async listApiKeys(accountId) {
+      return [...keys.values()].filter((k) => k.accountId === accountId).map((k) => ({ ...k }));
+    },
+
+    async admit(apiKeyId, rps, burst, nowMs): Promise<RateDecision> {
+      const { decision, tatMs } = gcra(tats.get(apiKeyId), rps, burst, nowMs);
+      if (tatMs !== undefined) tats.set(apiKeyId, tatMs);
+      return decision;
+    },
+
+    async balance(accountId, period, nowMs): Promise<Balance> {
+      const state = periodState(accountId, period);
+      return { spentUsdMicros: state.spent, reservedUsdMicros: liveReserved(state, nowMs) };
+    },
+    async reserve(request: ReserveRequest) {
+      const cap = accounts.get(request.accountId)?.spendCapUsdMicros ?? 0;
+      const state = periodState(request.accountId, request.period);
+      const left = cap - state.spent - liveReserved(state, request.nowMs);
+      const existing = state.reservations.get(request.reservationId);
+      const grant = Math.min(request.maximum, left);
+      if (grant < request.minimum || state.settled.has(request.reservationId)) return 0;
+      const granted = Math.max(0, grant);
+      state.reservations.set(request.reservationId, {
+        amount: (existing?.amount ?? 0) + granted,
+        expiresAtMs: request.nowMs + request.ttlMs,
+      });
+      return granted;
+    },
+    async settle(request: SettleRequest) {
+      const state = periodState(request.accountId, request.period);
+      if (state.settled.has(request.reservationId)) return;
+      state.settled.add(request.reservationId);
+      state.reservations.delete(request.reservationId);
+      state.spent += request.chargeUsdMicros;
+      if (request.record) {
+        const list = usage.get(request.accountId) ?? [];
+        list.push({ ...request.record });
+        usage.set(request.accountId, list);
+      }
+    },
+    async release(accountId, period, reservationId) {
+      periodState(accountId, period).reservations.delete(reservationId);
+    },
+
+    async listUsageRecords(accountId, pageSize, pageToken): Promise<UsagePage> {
+      const list = usage.get(accountId) ?? [];
+      const end = pageToken ? Math.min(decodePageToken(pageToken), list.length) : list.length;
+      const start = Math.max(0, end - pageSize);
+      const records = list.slice(start, end).reverse().map((r) => ({ ...r }));
+      return { records, nextPageToken: start > 0 ? encodePageToken(start) : "" };
+    },
+
+    async ping() {},
+    async close() {},
+  };
+}

@@ -1,0 +1,135 @@
+/**
+ * The persistence contract of Sluice. Services depend on this interface only, so that the
+ * embedded memory backend and the Redis backend are interchangeable and pass one contract
+ * suite. Every method that touches money is atomic on its own: the billing invariants
+ * (spent + live reservations <= cap) must hold between any two calls, from any process.
+ *
+ * Money is integer US-dollar micros held in `number` (exact up to 2^53, about $9 billion).
+ */
+
+export type PaymentStatus = "ok" | "failed";
+export type SubscriptionStatus = "active" | "canceled";
+
+/** An account as stored. */
+export interface AccountRecord {
+  id: string;
+  email?: string;
+  /** Unset while onboarding is incomplete. */
+  spendCapUsdMicros?: number;
+  onboardingComplete: boolean;
+  paymentStatus: PaymentStatus;
+  subscriptionStatus: SubscriptionStatus;
+  createTimeMs: number;
+}
+
+/** The fields `updateAccount` may change; unset fields are left alone. */
+export type AccountPatch = Partial<Pick<AccountRecord, "spendCapUsdMicros" | "onboardingComplete" | "paymentStatus" | "subscriptionStatus">>;
+
+/** An API key as stored: only the hash of its secret, never the secret. */
+export interface ApiKeyRecord {
+  id: string;
+  accountId: string;
+  /** The first characters of the secret, to recognise it by. */
+  prefix: string;
+  /** Hex SHA-256 of the whole secret. */
+  hash: string;
+  rateLimitRps: number;
+  burst: number;
+  revoked: boolean;
+  createTimeMs: number;
+}
+
+/** The billing trace of one completed call, written together with its charge. */
+export interface UsageRecordRow {
+  /** The completion id. */
+  id: string;
+  accountId: string;
+  apiKeyId: string;
+  model: string;
+  promptTokens: number;
+  completionTokens: number;
+  costUsdMicros: number;
+  createTimeMs: number;
+}
+
+/** What a rate-limit check decided, with the state the `x-ratelimit-*` headers report. */
+export interface RateDecision {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Until the bucket is full again. */
+  resetMs: number;
+  /** Until the next request would be allowed; 0 when allowed. */
+  retryAfterMs: number;
+}
+
+/** A period's money for one account. */
+export interface Balance {
+  spentUsdMicros: number;
+  reservedUsdMicros: number;
+}
+
+/** Asks to hold between `minimum` and `maximum` micros of the account's cap. */
+export interface ReserveRequest {
+  accountId: string;
+  /** The UTC month, such as "2026-11". */
+  period: string;
+  /** The completion id; one reservation per call. */
+  reservationId: string;
+  minimum: number;
+  maximum: number;
+  /** A reservation not settled, released or extended within this time is released by itself. */
+  ttlMs: number;
+  nowMs: number;
+}
+
+/** Settles a reservation: charges `chargeUsdMicros` and, for a completed call, writes its record. */
+export interface SettleRequest {
+  accountId: string;
+  period: string;
+  reservationId: string;
+  chargeUsdMicros: number;
+  /** Absent for a spend-cap abort: its delivered chunks are charged, but it gets no record. */
+  record?: UsageRecordRow;
+}
+
+/** One page of usage records, newest first. */
+export interface UsagePage {
+  records: UsageRecordRow[];
+  nextPageToken: string;
+}
+
+export interface Store {
+  createAccount(account: AccountRecord): Promise<void>;
+  getAccount(id: string): Promise<AccountRecord | undefined>;
+  updateAccount(id: string, patch: AccountPatch): Promise<AccountRecord | undefined>;
+  /** How many accounts exist; the dev bootstrap runs only on an empty store. */
+  countAccounts(): Promise<number>;
+
+  createApiKey(key: ApiKeyRecord): Promise<void>;
+  getApiKey(id: string): Promise<ApiKeyRecord | undefined>;
+  findApiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined>;
+  revokeApiKey(id: string): Promise<ApiKeyRecord | undefined>;
+  listApiKeys(accountId: string): Promise<ApiKeyRecord[]>;
+
+  /** One GCRA step for a key: admits and records the request, or says how long to wait. */
+  admit(apiKeyId: string, rps: number, burst: number, nowMs: number): Promise<RateDecision>;
+
+  balance(accountId: string, period: string, nowMs: number): Promise<Balance>;
+  /**
+   * Holds min(maximum, cap - spent - reserved) when that is at least `minimum`, and returns
+   * the amount held (0 when refused). Calling it again for a live reservation adds to it
+   * (an extension) and renews its expiry; `minimum` 0 with `maximum` 0 only renews.
+   */
+  reserve(request: ReserveRequest): Promise<number>;
+  /** Replaces the reservation by its charge, atomically with the record; idempotent per id. */
+  settle(request: SettleRequest): Promise<void>;
+  /** Drops a reservation without charge. */
+  release(accountId: string, period: string, reservationId: string): Promise<void>;
+
+  listUsageRecords(accountId: string, pageSize: number, pageToken: string): Promise<UsagePage>;
+
+  /** Resolves when the backend answers; `/readyz` depends on it. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
