@@ -1,0 +1,147 @@
+import { parseArgs } from "node:util";
+import { toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import {
+  AdminService, GetAccountResponseSchema, CreateAccountResponseSchema, CreateApiKeyResponseSchema,
+  ListApiKeysResponseSchema, ListUsageRecordsResponseSchema, PaymentStatus, RevokeApiKeyResponseSchema,
+  SubscriptionStatus, UpdateAccountResponseSchema,
+} from "../../gen/sluice/admin/v1/admin_service_pb.ts";
+import { reasonOf } from "../errors/catalogue.ts";
+
+const USAGE = `Usage: npm run admin -- <command> [options]
+
+Commands:
+  create-account [--email E] [--cap-usd D | --cap-micros M] [--onboarded]
+  get-account <account-id>
+  update-account <account-id> [--cap-usd D | --cap-micros M] [--onboarding-complete true|false]
+                 [--payment ok|failed] [--subscription active|canceled]
+  create-key <account-id> [--rps R] [--burst B]
+  revoke-key <api-key-id>
+  list-keys <account-id>
+  usage <account-id> [--page-size N] [--page-token T] [--all]
+
+Environment:
+  SLUICE_ADMIN_TOKEN  the Admin bearer token (required)
+  SLUICE_CORE_URL     the core's address (default http://127.0.0.1:50051)
+`;
+
+/** Thrown for a command line the CLI cannot act on; printed with the usage. */
+class UsageError extends Error {}
+
+function capMicros(values: { "cap-usd"?: string | undefined; "cap-micros"?: string | undefined }): bigint | undefined {
+  if (values["cap-micros"] !== undefined) {
+    if (!/^\d+$/.test(values["cap-micros"])) throw new UsageError("--cap-micros must be a whole number");
+    return BigInt(values["cap-micros"]);
+  }
+  if (values["cap-usd"] !== undefined) {
+    const usd = Number(values["cap-usd"]);
+    if (!Number.isFinite(usd) || usd < 0) throw new UsageError("--cap-usd must be a non-negative number");
+    return BigInt(Math.round(usd * 1_000_000));
+  }
+  return undefined;
+}
+
+function bool(value: string | undefined, flag: string): boolean | undefined {
+  if (value === undefined) return undefined;
+  if (value !== "true" && value !== "false") throw new UsageError(`${flag} must be true or false`);
+  return value === "true";
+}
+
+function print<D extends DescMessage>(schema: D, message: MessageShape<D>): void {
+  process.stdout.write(`${JSON.stringify(toJson(schema, message), null, 2)}\n`);
+}
+
+/** Runs one admin command against the core; the Admin API's own errors are printed as-is. */
+async function run(argv: string[]): Promise<void> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      email: { type: "string" }, "cap-usd": { type: "string" }, "cap-micros": { type: "string" },
+      onboarded: { type: "boolean" }, "onboarding-complete": { type: "string" }, payment: { type: "string" }, subscription: { type: "string" },
+      rps: { type: "string" }, burst: { type: "string" }, "page-size": { type: "string" },
+      "page-token": { type: "string" }, all: { type: "boolean" }, help: { type: "boolean", short: "h" },
+    },
+  });
+  const [command, id] = positionals;
+  if (values.help || command === undefined) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const token = process.env.SLUICE_ADMIN_TOKEN;
+  if (!token) throw new UsageError("SLUICE_ADMIN_TOKEN is not set");
+  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: process.env.SLUICE_CORE_URL ?? "http://127.0.0.1:50051" }));
+  const opts = { headers: { authorization: `Bearer ${token}` }, timeoutMs: 10_000 };
+  const need = (value: string | undefined, what: string): string => {
+    if (!value) throw new UsageError(`${command} needs ${what}`);
+    return value;
+  };
+  const cap = capMicros(values);
+  switch (command) {
+    case "create-account":
+      return print(CreateAccountResponseSchema, await admin.createAccount({
+        ...(values.email !== undefined && { email: values.email }),
+        ...(cap !== undefined && { spendCapUsdMicros: cap }),
+        onboardingComplete: values.onboarded === true,
+      }, opts));
+    case "get-account":
+      return print(GetAccountResponseSchema, await admin.getAccount({ accountId: need(id, "an account id") }, opts));
+    case "update-account": {
+      const onboarded = bool(values["onboarding-complete"], "--onboarding-complete");
+      const payment = values.payment === undefined ? undefined : { ok: PaymentStatus.OK, failed: PaymentStatus.FAILED }[values.payment];
+      const subscription = values.subscription === undefined ? undefined : { active: SubscriptionStatus.ACTIVE, canceled: SubscriptionStatus.CANCELED }[values.subscription];
+      if (values.payment !== undefined && payment === undefined) throw new UsageError("--payment must be ok or failed");
+      if (values.subscription !== undefined && subscription === undefined) throw new UsageError("--subscription must be active or canceled");
+      return print(UpdateAccountResponseSchema, await admin.updateAccount({
+        accountId: need(id, "an account id"),
+        ...(cap !== undefined && { spendCapUsdMicros: cap }),
+        ...(onboarded !== undefined && { onboardingComplete: onboarded }),
+        ...(payment !== undefined && { paymentStatus: payment }),
+        ...(subscription !== undefined && { subscriptionStatus: subscription }),
+      }, opts));
+    }
+    case "create-key":
+      return print(CreateApiKeyResponseSchema, await admin.createApiKey({
+        accountId: need(id, "an account id"),
+        ...(values.rps !== undefined && { rateLimitRps: Number(values.rps) }),
+        ...(values.burst !== undefined && { burst: Number(values.burst) }),
+      }, opts));
+    case "revoke-key":
+      return print(RevokeApiKeyResponseSchema, await admin.revokeApiKey({ apiKeyId: need(id, "an api key id") }, opts));
+    case "list-keys":
+      return print(ListApiKeysResponseSchema, await admin.listApiKeys({ accountId: need(id, "an account id") }, opts));
+    case "usage": {
+      const accountId = need(id, "an account id");
+      const pageSize = values["page-size"] === undefined ? 0 : Number(values["page-size"]);
+      let pageToken = values["page-token"] ?? "";
+      let pages = 0;
+      let records = 0;
+      do {
+        const page = await admin.listUsageRecords({ accountId, pageSize, pageToken }, opts);
+        print(ListUsageRecordsResponseSchema, page);
+        pages += 1;
+        records += page.usageRecords.length;
+        pageToken = page.nextPageToken;
+        if (values.all) process.stderr.write(`usage: ${records} records in ${pages} pages${pageToken ? ", more to come" : ", done"}\n`);
+      } while (values.all && pageToken);
+      return;
+    }
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+run(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof UsageError || (err instanceof TypeError && "code" in err && String(err.code).startsWith("ERR_PARSE_ARGS"))) {
+    process.stderr.write(`admin: ${err.message}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  if (err instanceof ConnectError) {
+    const hint = err.code === Code.Unavailable ? " (is the core running at SLUICE_CORE_URL?)" : "";
+    process.stderr.write(`admin: ${Code[err.code]} ${reasonOf(err) ?? ""}: ${err.rawMessage}${hint}\n`);
+    process.exit(1);
+  }
+  process.stderr.write(`admin: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
