@@ -13,6 +13,7 @@ import { createExtractiveEngine } from "./engines/extractive/index.ts";
 import { BUILTIN_MODELS, createModelRegistry, loadModelsFile, ModelsFileError, type ModelEntry, type ModelRegistry } from "./engines/models.ts";
 import { createTokenizer, type Tokenizer } from "./engines/tokenizer.ts";
 import type { Logger } from "./logger.ts";
+import { createMetrics } from "./metrics.ts";
 import { createCore } from "./services/routes.ts";
 import { createMemoryStore } from "./store/memory/index.ts";
 import type { Store } from "./store/store.ts";
@@ -20,6 +21,7 @@ import type { Store } from "./store/store.ts";
 /** A running Sluice: its addresses, its store (for the dev bootstrap and tests), and a stop. */
 export interface App {
   edgeUrl: string;
+  metricsUrl: string;
   /** Undefined for an edge-only process. */
   coreUrl: string | undefined;
   store: Store | undefined;
@@ -81,13 +83,14 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
   let transport: Transport;
   let coreUrl: string | undefined;
   let store: Store | undefined;
+  const metrics = createMetrics();
 
   if (config.CORE_URL === undefined) {
     store = options.store ?? createStore(config);
     const tokenizer = createTokenizer();
     const models = options.models ?? (await loadModels(config, tokenizer));
     const core = createCore({
-      store, models, tokenizer, logger: options.logger, now,
+      store, models, tokenizer, logger: options.logger, metrics, now,
       reservationTtlMs: config.SLUICE_RESERVATION_TTL_MS,
       adminToken: config.SLUICE_ADMIN_TOKEN,
       edgeToken,
@@ -110,13 +113,23 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     keepAliveMs: config.SLUICE_SSE_KEEPALIVE_MS,
     edgeToken,
     logger: options.logger,
+    metrics,
   }));
   const edgeUrl = await listen(edge, config.PORT, config.HOST);
   closers.push(() => closeServer(edge));
 
+  // Metrics are served apart from the public port, so they are never exposed by accident.
+  const metricsServer = createServer((req, res) => {
+    if (req.url !== "/metrics") return res.writeHead(404).end();
+    res.writeHead(200, { "content-type": "text/plain; version=0.0.4" }).end(metrics.render());
+  });
+  const metricsUrl = await listen(metricsServer, config.METRICS_PORT, config.HOST);
+  closers.push(() => closeServer(metricsServer));
+
   return {
     edgeUrl,
     coreUrl,
+    metricsUrl,
     store,
     async close() {
       await Promise.all(closers.map((c) => c()));

@@ -4,6 +4,7 @@ import type { CompletionService } from "../../gen/sluice/completion/v1/completio
 import type { IdentityService } from "../../gen/sluice/identity/v1/identity_service_pb.ts";
 import type { ErrorLinks } from "../errors/catalogue.ts";
 import type { Logger } from "../logger.ts";
+import type { Metrics } from "../metrics.ts";
 
 /** The core, as the edge sees it: Connect clients over whatever transport reaches it. */
 export interface EdgeClients {
@@ -20,6 +21,7 @@ export interface EdgeDeps {
   /** Proves to the core that this edge already rate-limited a chat call. */
   edgeToken: string;
   logger: Logger;
+  metrics?: Metrics;
 }
 
 /** Per-request values of one HTTP exchange. */

@@ -66,6 +66,8 @@ export function createEdge(deps: EdgeDeps): RequestListener {
     const path = (req.url ?? "/").split("?")[0] ?? "/";
     const route = ROUTES[path.length > 1 ? path.replace(/\/+$/, "") : path];
     const base = { "x-request-id": requestId };
+    const started = performance.now();
+    res.once("close", () => deps.metrics?.http(route ? path : "other", req.method ?? "", res.statusCode, (performance.now() - started) / 1000));
     if (!route) return writeError(res, httpErrorFor("not_found", deps.links), base, true);
     const handler = route[req.method ?? "GET"];
     if (!handler) return writeError(res, httpErrorFor("method_not_allowed", deps.links), { ...base, allow: Object.keys(route).join(", ") }, true);

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import { reasonOf, sluiceError } from "../errors/catalogue.ts";
 import type { Logger } from "../logger.ts";
+import type { Metrics } from "../metrics.ts";
 
 /** The request id of the current call, as handlers read it from the context. */
 export const requestIdKey = createContextKey<string>("", { description: "sluice request id" });
@@ -38,7 +39,7 @@ async function* guardStream<T>(messages: AsyncIterable<T>, onError: (err: unknow
  * it is safe, a new one otherwise), echoes it in the response, logs the outcome, and maps
  * unexpected failures to catalogue errors.
  */
-export function createRequestContextInterceptor(deps: { logger: Logger }): Interceptor {
+export function createRequestContextInterceptor(deps: { logger: Logger; metrics?: Metrics }): Interceptor {
   return (next) => async (req) => {
     const given = req.header.get("x-request-id");
     const requestId = given && SAFE_ID.test(given) ? given : `req_${randomUUID()}`;
@@ -47,14 +48,18 @@ export function createRequestContextInterceptor(deps: { logger: Logger }): Inter
     const started = performance.now();
     const fail = (err: unknown) => {
       const e = normalize(err, requestId, deps.logger, rpc);
-      deps.logger.info("rpc", { rpc, requestId, code: Code[e.code], reason: reasonOf(e), ms: Math.round(performance.now() - started) });
+      const ms = performance.now() - started;
+      deps.logger.info("rpc", { rpc, requestId, code: Code[e.code], reason: reasonOf(e), ms: Math.round(ms) });
+      deps.metrics?.rpc(rpc, Code[e.code], ms / 1000);
       return e;
     };
     try {
       const res = await next(req);
       res.header.set("x-request-id", requestId);
       if (res.stream) return { ...res, message: guardStream(res.message, fail) };
-      deps.logger.info("rpc", { rpc, requestId, code: "OK", ms: Math.round(performance.now() - started) });
+      const ms = performance.now() - started;
+      deps.logger.info("rpc", { rpc, requestId, code: "OK", ms: Math.round(ms) });
+      deps.metrics?.rpc(rpc, "OK", ms / 1000);
       return res;
     } catch (err) {
       throw fail(err);

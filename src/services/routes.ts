@@ -7,6 +7,7 @@ import { IdentityService } from "../../gen/sluice/identity/v1/identity_service_p
 import type { ModelRegistry } from "../engines/models.ts";
 import type { Tokenizer } from "../engines/tokenizer.ts";
 import type { Logger } from "../logger.ts";
+import type { Metrics } from "../metrics.ts";
 import type { Store } from "../store/store.ts";
 import { createAdminService } from "./admin/index.ts";
 import { createAdminAuthInterceptor, createCallerAuthInterceptor } from "./auth/index.ts";
@@ -21,6 +22,7 @@ export interface CoreDeps {
   models: ModelRegistry;
   tokenizer: Tokenizer;
   logger: Logger;
+  metrics?: Metrics;
   now: () => number;
   reservationTtlMs: number;
   adminToken: string | undefined;
@@ -48,7 +50,7 @@ export function createCore(deps: CoreDeps): { routes: (router: ConnectRouter) =>
     router.service(Health, createHealthService({ ready }));
   };
   const interceptors: Interceptor[] = [
-    createRequestContextInterceptor({ logger: deps.logger }),
+    createRequestContextInterceptor({ logger: deps.logger, ...(deps.metrics && { metrics: deps.metrics }) }),
     createAdminAuthInterceptor({ adminToken: deps.adminToken, service: AdminService.typeName }),
     createCallerAuthInterceptor({ store: deps.store, now: deps.now, services: KEYED, ...(deps.edgeToken !== undefined && { edgeToken: deps.edgeToken }) }),
   ];

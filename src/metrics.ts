@@ -1,0 +1,46 @@
+/**
+ * A minimal Prometheus registry: labelled counters and duration sums, rendered in the text
+ * exposition format. Enough to alert on error rates and latency without a dependency.
+ */
+export interface Metrics {
+  /** Counts one finished HTTP exchange of the edge. */
+  http(route: string, method: string, status: number, seconds: number): void;
+  /** Counts one finished RPC of the core. */
+  rpc(rpc: string, code: string, seconds: number): void;
+  render(): string;
+}
+
+type Labels = Record<string, string>;
+
+const escape = (v: string) => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+const key = (labels: Labels) => Object.entries(labels).map(([k, v]) => `${k}="${escape(v)}"`).join(",");
+
+function family(name: string, help: string) {
+  const count = new Map<string, number>();
+  const sum = new Map<string, number>();
+  return {
+    observe(labels: Labels, seconds: number) {
+      const k = key(labels);
+      count.set(k, (count.get(k) ?? 0) + 1);
+      sum.set(k, (sum.get(k) ?? 0) + seconds);
+    },
+    render(): string {
+      const lines = [`# HELP ${name}_total ${help}`, `# TYPE ${name}_total counter`];
+      for (const [k, v] of count) lines.push(`${name}_total{${k}} ${v}`);
+      lines.push(`# HELP ${name}_seconds_sum Total time spent, in seconds.`, `# TYPE ${name}_seconds_sum counter`);
+      for (const [k, v] of sum) lines.push(`${name}_seconds_sum{${k}} ${v.toFixed(6)}`);
+      return lines.join("\n");
+    },
+  };
+}
+
+/** Builds an empty registry; one per process, passed to the edge and the core. */
+export function createMetrics(): Metrics {
+  const http = family("sluice_http_requests", "HTTP requests served by the edge.");
+  const rpc = family("sluice_rpcs", "RPCs served by the core.");
+  return {
+    http: (route, method, status, seconds) => http.observe({ route, method, status: String(status) }, seconds),
+    rpc: (name, code, seconds) => rpc.observe({ rpc: name, code }, seconds),
+    render: () => `${http.render()}\n${rpc.render()}\n`,
+  };
+}
