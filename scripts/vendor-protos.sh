@@ -6,3 +6,5 @@ cd "$(dirname "$0")/.."
 cp node_modules/google-proto-files/google/rpc/status.proto proto/google/rpc/
 cp node_modules/google-proto-files/google/rpc/error_details.proto proto/google/rpc/
 cp node_modules/grpc-health-check/proto/health/v1/health.proto proto/grpc/health/v1/
+cp node_modules/@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto proto/grpc/reflection/v1/
+cp node_modules/@grpc/reflection/build/proto/grpc/reflection/v1alpha/reflection.proto proto/grpc/reflection/v1alpha/

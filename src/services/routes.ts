@@ -15,6 +15,7 @@ import { createBillingService } from "./billing/index.ts";
 import { createCompletionService } from "./completion/index.ts";
 import { createHealthService } from "./health/index.ts";
 import { createIdentityService } from "./identity/index.ts";
+import { registerReflection } from "./reflection/index.ts";
 import { createRequestContextInterceptor } from "./request-context.ts";
 
 export interface CoreDeps {
@@ -48,6 +49,7 @@ export function createCore(deps: CoreDeps): { routes: (router: ConnectRouter) =>
     router.service(CompletionService, createCompletionService(deps));
     router.service(AdminService, createAdminService(deps));
     router.service(Health, createHealthService({ ready }));
+    registerReflection(router, [CompletionService, IdentityService, BillingService, AdminService, Health]);
   };
   const interceptors: Interceptor[] = [
     createRequestContextInterceptor({ logger: deps.logger, ...(deps.metrics && { metrics: deps.metrics }) }),
