@@ -1,0 +1,53 @@
+import { describe, expect, it } from "vitest";
+import { fromWire } from "./wire.ts";
+
+describe("fromWire", () => {
+  it("translates the OpenAI request shape into ChatParams", () => {
+    const out = fromWire({
+      model: "service-extract",
+      messages: [{ role: "system", content: "S" }, { role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }], name: "u1" }],
+      stream: true, max_tokens: 12, temperature: 0.5, top_p: 0.9, stop: "\n", seed: 7, user: "end-user", n: 1,
+      presence_penalty: 0.1, frequency_penalty: -0.1, unknown_field: { kept: false },
+    });
+    if ("field" in out) throw new Error(out.message);
+    expect(out.stream).toBe(true);
+    expect(out.params).toEqual({
+      model: "service-extract",
+      messages: [{ role: "system", content: "S" }, { role: "user", content: "a\nb", name: "u1" }],
+      maxTokens: 12n, temperature: 0.5, topP: 0.9, stop: ["\n"], seed: 7n, user: "end-user", n: 1,
+      presencePenalty: 0.1, frequencyPenalty: -0.1,
+    });
+  });
+
+  it.each([[0], [-5], [1.5], ["12"], [null], [1e20]])("leaves max_tokens %j unset, which the core reads as 4,096", (value) => {
+    const out = fromWire({ messages: [], max_tokens: value });
+    if ("field" in out) throw new Error(out.message);
+    expect(out.params.maxTokens).toBeUndefined();
+  });
+
+  it("falls back to max_completion_tokens", () => {
+    const out = fromWire({ messages: [], max_completion_tokens: 9 });
+    if ("field" in out) throw new Error(out.message);
+    expect(out.params.maxTokens).toBe(9n);
+  });
+
+  it.each([
+    [{ messages: "hi" }, "messages"],
+    [{ messages: [{ role: "user", content: 5 }] }, "messages.0.content"],
+    [{ messages: [], temperature: "hot" }, "temperature"],
+    [{ messages: [], stream: "yes" }, "stream"],
+    [{ messages: [], stop: [1] }, "stop"],
+    [{ messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] }, "messages.0.content"],
+  ])("names the field of a type error: %j", (body, field) => {
+    const out = fromWire(body);
+    expect("field" in out && out.field.startsWith(field)).toBe(true);
+  });
+
+  it("treats null like absent, as OpenAI clients send it", () => {
+    const out = fromWire({ messages: [{ role: "assistant", content: null }], temperature: null, stop: null, stream: null });
+    if ("field" in out) throw new Error(out.message);
+    expect(out.stream).toBe(false);
+    expect(out.params.messages).toEqual([{ role: "assistant", content: "" }]);
+    expect(out.params.stop).toEqual([]);
+  });
+});
