@@ -1,0 +1,32 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "./index.ts";
+
+describe("loadConfig", () => {
+  it("fills DESIGN's defaults from an empty environment", () => {
+    const c = loadConfig({});
+    expect([c.PORT, c.GRPC_PORT, c.METRICS_PORT, c.SLUICE_SSE_KEEPALIVE_MS]).toEqual([8080, 50051, 9464, 15000]);
+    expect(c.SLUICE_ADMIN_TOKEN).toBeUndefined();
+    expect(c.REDIS_URL).toBeUndefined();
+  });
+
+  it("treats empty variables as unset", () => {
+    expect(loadConfig({ PORT: "", SLUICE_ADMIN_TOKEN: "" }).PORT).toBe(8080);
+  });
+
+  it("names every bad variable in one error", () => {
+    let caught: unknown;
+    try {
+      loadConfig({ PORT: "eighty", SLUICE_ADMIN_TOKEN: "short", REDIS_URL: "not a url" });
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(ConfigError);
+    const message = (caught as Error).message;
+    for (const name of ["PORT", "SLUICE_ADMIN_TOKEN", "REDIS_URL"]) expect(message).toContain(name);
+  });
+
+  it("requires the shared edge token for an edge-only process", () => {
+    expect(() => loadConfig({ CORE_URL: "http://core:50051" })).toThrow(/SLUICE_EDGE_TOKEN/);
+    expect(loadConfig({ CORE_URL: "http://core:50051", SLUICE_EDGE_TOKEN: "x".repeat(32) }).CORE_URL).toBe("http://core:50051");
+  });
+});
