@@ -1,4 +1,5 @@
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
+import { connect } from "node:net";
 import type { TestApp } from "./harness.ts";
 
 /** A finished HTTP exchange, with the body as text and, when it parses, as JSON. */
@@ -87,6 +88,8 @@ export function rawRequest(url: string, options: { method: string; path: string;
       finish();
     }, options.timeoutMs ?? 10_000);
     const req = httpRequest({ host: target.hostname, port: target.port, method: options.method, path: options.path, headers: options.headers });
+    // Send the headers now: a server may answer from them alone, before any body byte.
+    req.flushHeaders();
     req.on("response", (res) => {
       stopped = true;
       result.status = res.statusCode;
@@ -118,5 +121,64 @@ export function rawRequest(url: string, options: { method: string; path: string;
       result.error = err instanceof Error ? err : new Error(String(err));
       finish();
     });
+  });
+}
+
+/**
+ * Sends a chunked request over a bare TCP socket and keeps writing `chunks` pieces of
+ * `chunkBytes` until the server answers or closes. node:http's client drops a response that
+ * arrives while it is still writing (it reports EPIPE instead), so an early 413 needs this.
+ */
+export function chunkedUpload(url: string, options: { path: string; headers: Record<string, string>; prefix: string; chunkBytes: number; chunks: number; timeoutMs?: number }): Promise<RawReply> {
+  const target = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(target.port), target.hostname);
+    let received = Buffer.alloc(0);
+    let bytesSent = 0;
+    let socketError: Error | undefined;
+    const timer = setTimeout(() => {
+      socketError = new Error("timed out");
+      socket.destroy();
+    }, options.timeoutMs ?? 15_000);
+    socket.on("data", (d: Buffer) => { received = Buffer.concat([received, d]); });
+    socket.on("error", (err) => { socketError = err; });
+    socket.on("close", () => {
+      clearTimeout(timer);
+      const text = received.toString("utf8");
+      const split = text.indexOf("\r\n\r\n");
+      const head = split >= 0 ? text.slice(0, split) : "";
+      const [statusLine = "", ...lines] = head.split("\r\n");
+      const status = /^HTTP\/1\.1 (\d{3})/.exec(statusLine)?.[1];
+      const headers: IncomingHttpHeaders = {};
+      for (const line of lines) {
+        const at = line.indexOf(":");
+        if (at > 0) headers[line.slice(0, at).trim().toLowerCase()] = line.slice(at + 1).trim();
+      }
+      resolve({ status: status === undefined ? undefined : Number(status), headers, text: split >= 0 ? text.slice(split + 4) : "", error: status === undefined ? socketError : undefined, bytesSent });
+    });
+    const head = Object.entries({ host: target.host, "transfer-encoding": "chunked", connection: "close", ...options.headers }).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+    const frame = (body: Buffer) => {
+      bytesSent += body.length;
+      socket.write(`${body.length.toString(16)}\r\n`);
+      socket.write(body);
+      return socket.write("\r\n");
+    };
+    const pump = async () => {
+      socket.write(`POST ${options.path} HTTP/1.1\r\n${head}\r\n`);
+      frame(Buffer.from(options.prefix));
+      const piece = Buffer.alloc(options.chunkBytes, 0x61);
+      for (let i = 0; i < options.chunks; i++) {
+        if (socket.destroyed || received.length > 0) return;
+        if (!frame(piece)) {
+          await new Promise<void>((ok) => {
+            const done = () => { socket.off("drain", done); socket.off("close", done); ok(); };
+            socket.on("drain", done);
+            socket.on("close", done);
+          });
+        }
+      }
+      if (!socket.destroyed) socket.write("0\r\n\r\n");
+    };
+    void pump();
   });
 }

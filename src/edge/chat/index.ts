@@ -84,38 +84,47 @@ export async function handleChat(req: IncomingMessage, res: ServerResponse, deps
   }
 }
 
+/** How long a delta may wait for the next event before it is sent without the finish reason. */
+const HOLD_MS = 25;
+
 /**
  * Streams core events as SSE. The 200 is sent with the first event (or the first keep-alive),
- * so that errors before it keep their HTTP status. Each delta is held until the next event,
- * so the last content chunk can carry the finish reason as DESIGN requires.
+ * so that errors before it keep their HTTP status. Each delta is held briefly so that the
+ * last content chunk can carry the finish reason, as DESIGN requires; a delta that waits
+ * longer than HOLD_MS (a slow engine) is sent on its own, so a stall never hides a token.
  */
 async function streamChat(res: ServerResponse, deps: EdgeDeps, events: AsyncIterable<StreamChatCompletionResponse>, headers: Record<string, string>): Promise<void> {
   const sse = createSseWriter(res, deps.keepAliveMs);
   const firstWait = setTimeout(() => sse.open(headers), deps.keepAliveMs);
-  let held: string | undefined;
+  let held: { event: StreamChatCompletionResponse; text: string } | undefined;
+  let holdTimer: NodeJS.Timeout | undefined;
   let sentRole = false;
-  let last: StreamChatCompletionResponse | undefined;
   const chunk = (e: StreamChatCompletionResponse, delta: Record<string, string>, finish: string | null) => {
-    sse.open(headers);
     sse.data({
       id: e.id, object: "chat.completion.chunk", created: Number(e.created), model: e.model,
       choices: [{ index: 0, delta: sentRole ? delta : { role: "assistant", ...delta }, logprobs: null, finish_reason: finish }],
     });
     sentRole = true;
   };
+  const flush = (finish: string | null = null, e?: StreamChatCompletionResponse) => {
+    clearTimeout(holdTimer);
+    const h = held;
+    held = undefined;
+    if (h) chunk(h.event, { content: h.text }, finish);
+    else if (e) chunk(e, { content: "" }, finish);
+  };
   try {
     for await (const e of events) {
       // Any event means the core admitted the call: from here on, errors are SSE events.
       sse.open(headers);
-      last = e;
       if (e.event.case === "delta") {
-        if (held !== undefined) chunk(e, { content: held }, null);
-        held = e.event.value;
+        flush();
+        held = { event: e, text: e.event.value };
+        holdTimer = setTimeout(() => flush(), HOLD_MS);
       } else if (e.event.case === "finishReason") {
-        chunk(e, { content: held ?? "" }, finishOf(e.event.value));
-        held = undefined;
+        flush(finishOf(e.event.value), e);
       } else if (e.event.case === "usage") {
-        sse.open(headers);
+        flush();
         sse.data({ id: e.id, object: "chat.completion.chunk", created: Number(e.created), model: e.model, choices: [], usage: usageJson(e.event.value) });
       }
     }
@@ -124,7 +133,7 @@ async function streamChat(res: ServerResponse, deps: EdgeDeps, events: AsyncIter
   } catch (err) {
     if (!sse.opened) throw err;
     // Chunks the core produced are delivered before the error: they are the billed ones.
-    if (held !== undefined && last) chunk(last, { content: held }, null);
+    flush();
     if (reasonOf(err) === "spend_cap_exceeded") {
       sse.event("error", streamAbortPayload("spend_cap_exceeded", deps.links));
     } else {
@@ -134,6 +143,8 @@ async function streamChat(res: ServerResponse, deps: EdgeDeps, events: AsyncIter
     }
   } finally {
     clearTimeout(firstWait);
-    sse.close();
+    clearTimeout(holdTimer);
+    // A stream that never opened leaves the response to the caller, which writes the error.
+    if (sse.opened) sse.close();
   }
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { EngineRequest } from "../../engines/engine.ts";
 import type { Model, ModelRegistry } from "../../engines/models.ts";
@@ -9,6 +10,9 @@ import type { AccountRecord, Store } from "../../store/store.ts";
 import type { Principal } from "../auth/index.ts";
 import { costUsdMicros, msUntilNextPeriod, periodOf } from "./pricing.ts";
 import type { ChatCall } from "./validate.ts";
+
+/** The retry delay suggested when an engine is unavailable. */
+const UNAVAILABLE_RETRY_MS = 1000;
 
 /** SPEC's input limit, in tokens. */
 export const MAX_INPUT_TOKENS = 32_768;
@@ -136,8 +140,12 @@ export async function startCall(deps: CallDeps, principal: Principal, call: Chat
       if (signal.aborted) throw sluiceError("internal_error", { message: "call canceled" });
       throw sluiceError("internal_error", { message: "the engine ended without finishing" });
     } catch (err) {
-      if (reasonOf(err) === undefined && !signal.aborted) deps.logger.error("engine failed", { id, error: err instanceof Error ? err.message : String(err) });
-      throw reasonOf(err) ? err : sluiceError("internal_error", { cause: err });
+      if (reasonOf(err) !== undefined) throw err;
+      if (err instanceof ConnectError && (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded)) {
+        throw sluiceError("service_unavailable", { retryAfterMs: UNAVAILABLE_RETRY_MS, cause: err });
+      }
+      if (!signal.aborted) deps.logger.error("engine failed", { id, error: err instanceof Error ? err.message : String(err) });
+      throw sluiceError("internal_error", { cause: err });
     } finally {
       clearInterval(renew);
       signal.removeEventListener("abort", onAbort);

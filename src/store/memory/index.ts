@@ -105,9 +105,9 @@ export function createMemoryStore(): Store {
       const state = periodState(request.accountId, request.period);
       const left = cap - state.spent - liveReserved(state, request.nowMs);
       const existing = state.reservations.get(request.reservationId);
-      const grant = Math.min(request.maximum, left);
-      if (grant < request.minimum || state.settled.has(request.reservationId)) return 0;
-      const granted = Math.max(0, grant);
+      // Never negative: a cap lowered below what is held refuses growth but still renews.
+      const granted = Math.max(0, Math.min(request.maximum, left));
+      if (granted < request.minimum || state.settled.has(request.reservationId)) return 0;
       state.reservations.set(request.reservationId, {
         amount: (existing?.amount ?? 0) + granted,
         expiresAtMs: request.nowMs + request.ttlMs,
