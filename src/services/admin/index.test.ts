@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { toJsonString } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
 import {
@@ -13,6 +13,7 @@ import { silentLogger } from "../../logger.ts";
 import { createMemoryStore } from "../../store/memory/index.ts";
 import { hashApiKey, isWellFormedApiKey } from "../auth/api-key.ts";
 import { createCore } from "../routes.ts";
+import { expectFailure } from "../../testing/expect-failure.ts";
 
 const NOW = Date.UTC(2026, 10, 15, 12, 0, 0);
 const TOKEN = "admin-token-for-tests";
@@ -36,20 +37,6 @@ function setup(token: string | null = TOKEN) {
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   return { store, admin: createClient(AdminService, transport), completion: createClient(CompletionService, transport) };
-}
-
-async function expectFailure(run: () => Promise<unknown>, code: Code, reason: string): Promise<ConnectError> {
-  let caught: unknown;
-  try {
-    await run();
-  } catch (err) {
-    caught = err;
-  }
-  expect(caught).toBeInstanceOf(ConnectError);
-  const err = ConnectError.from(caught);
-  expect(Code[err.code]).toBe(Code[code]);
-  expect(err.findDetails(ErrorInfoSchema).map((i) => `${i.domain}/${i.reason}`)).toEqual([`sluice/${reason}`]);
-  return err;
 }
 
 describe("AdminService", () => {

@@ -12,6 +12,7 @@ import { retryAfterMsOf } from "../../errors/catalogue.ts";
 import { silentLogger } from "../../logger.ts";
 import { createMemoryStore } from "../../store/memory/index.ts";
 import { createCore } from "../routes.ts";
+import { expectFailure } from "../../testing/expect-failure.ts";
 
 const NOW = Date.UTC(2026, 10, 15, 12, 0, 0);
 const ADMIN = { headers: { authorization: "Bearer admin-token-for-tests" } };
@@ -93,20 +94,6 @@ function setup(engines: Record<string, Engine> = {}, prices: Record<string, [num
     return { accountId, call, balance, records };
   };
   return { completion, billing, newAccount };
-}
-
-async function expectFailure(run: () => Promise<unknown>, code: Code, reason: string): Promise<ConnectError> {
-  let caught: unknown;
-  try {
-    await run();
-  } catch (err) {
-    caught = err;
-  }
-  expect(caught).toBeInstanceOf(ConnectError);
-  const err = ConnectError.from(caught);
-  expect(Code[err.code]).toBe(Code[code]);
-  expect(err.findDetails(ErrorInfoSchema).map((i) => `${i.domain}/${i.reason}`)).toEqual([`sluice/${reason}`]);
-  return err;
 }
 
 /** Reads a stream into its deltas, and the error that ended it, if any. */

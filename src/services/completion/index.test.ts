@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema, RetryInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
 import { AdminService, PaymentStatus, SubscriptionStatus } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
@@ -11,6 +11,7 @@ import { retryAfterMsOf } from "../../errors/catalogue.ts";
 import { silentLogger } from "../../logger.ts";
 import { createMemoryStore } from "../../store/memory/index.ts";
 import { createCore } from "../routes.ts";
+import { expectFailure } from "../../testing/expect-failure.ts";
 
 /** Mid-month, so that the next UTC period starts in exactly 15.5 days. */
 const NOW = Date.UTC(2026, 10, 15, 12, 0, 0);
@@ -67,21 +68,6 @@ function setup(engines: Record<string, Engine> = {}, free: string[] = []) {
 }
 
 /** Runs `run`, expects it to fail, and checks the Connect code and the one ErrorInfo reason. */
-async function expectFailure(run: () => Promise<unknown>, code: Code, reason: string): Promise<ConnectError> {
-  let caught: unknown;
-  try {
-    await run();
-  } catch (err) {
-    caught = err;
-  }
-  expect(caught).toBeInstanceOf(ConnectError);
-  const err = ConnectError.from(caught);
-  expect(Code[err.code]).toBe(Code[code]);
-  const infos = err.findDetails(ErrorInfoSchema);
-  expect(infos.map((i) => `${i.domain}/${i.reason}`)).toEqual([`sluice/${reason}`]);
-  return err;
-}
-
 async function drain<T>(stream: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];
   for await (const item of stream) out.push(item);

@@ -1,6 +1,6 @@
-import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { ErrorInfoSchema, RetryInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
+import { RetryInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
 import { AdminService } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { CompletionService, FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { IdentityService } from "../../../gen/sluice/identity/v1/identity_service_pb.ts";
@@ -12,6 +12,7 @@ import { EDGE_ADMITTED_HEADER } from "../../protocol/bearer.ts";
 import { createMemoryStore } from "../../store/memory/index.ts";
 import { generateApiKey } from "../auth/api-key.ts";
 import { createCore } from "../routes.ts";
+import { expectFailure } from "../../testing/expect-failure.ts";
 
 const T0 = Date.UTC(2026, 10, 15, 12, 0, 0);
 const ADMIN = { headers: { authorization: "Bearer admin-token-for-tests" } };
@@ -46,20 +47,6 @@ function setup(token: string | null = EDGE_TOKEN) {
     return { accountId, secret, apiKeyId: apiKey?.id ?? "", authorization: `Bearer ${secret}` };
   };
   return { clock, admin, identity, completion, newKey };
-}
-
-async function expectFailure(run: () => Promise<unknown>, code: Code, reason: string): Promise<ConnectError> {
-  let caught: unknown;
-  try {
-    await run();
-  } catch (err) {
-    caught = err;
-  }
-  expect(caught).toBeInstanceOf(ConnectError);
-  const err = ConnectError.from(caught);
-  expect(Code[err.code]).toBe(Code[code]);
-  expect(err.findDetails(ErrorInfoSchema).map((i) => `${i.domain}/${i.reason}`)).toEqual([`sluice/${reason}`]);
-  return err;
 }
 
 describe("IdentityService and caller authentication", () => {
