@@ -1,5 +1,5 @@
 import { timingSafeEqual } from "node:crypto";
-import { createContextKey, type Interceptor } from "@connectrpc/connect";
+import { createContextKey, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { sluiceError } from "../../errors/catalogue.ts";
 import { EDGE_ADMITTED_HEADER, parseBearer } from "../../protocol/bearer.ts";
 import type { ApiKeyRecord, RateDecision, Store } from "../../store/store.ts";
@@ -15,7 +15,7 @@ export interface Principal {
 export const principalKey = createContextKey<Principal | undefined>(undefined, { description: "sluice principal" });
 
 /** Reads the principal or fails: a keyed handler reached without one is a wiring bug. */
-export function requirePrincipal(values: { get<T>(key: ReturnType<typeof createContextKey<T>>): T }): Principal {
+export function requirePrincipal(values: ContextValues): Principal {
   const principal = values.get(principalKey);
   if (!principal) throw sluiceError("internal_error", { message: "no principal on a keyed call" });
   return principal;
