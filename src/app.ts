@@ -16,6 +16,8 @@ import type { Logger } from "./logger.ts";
 import { createMetrics } from "./metrics.ts";
 import { createCore } from "./services/routes.ts";
 import { createMemoryStore } from "./store/memory/index.ts";
+import { connectRedis } from "./store/redis/client.ts";
+import { createRedisStore } from "./store/redis/index.ts";
 import type { Store } from "./store/store.ts";
 
 /** A running Sluice: its addresses, its store (for the dev bootstrap and tests), and a stop. */
@@ -64,11 +66,11 @@ async function loadModels(config: Config, tokenizer: Tokenizer): Promise<ModelRe
   });
 }
 
-function createStore(config: Config): Store {
-  if (config.REDIS_URL !== undefined) {
-    throw new Error("REDIS_URL: the Redis store is not in this build yet; unset REDIS_URL to use the memory store");
-  }
-  return createMemoryStore();
+/** The memory store, or the shared Redis store when `REDIS_URL` is set. */
+async function createStore(config: Config): Promise<Store> {
+  if (config.REDIS_URL === undefined) return createMemoryStore();
+  const [redis, subscriber] = await Promise.all([connectRedis(config.REDIS_URL), connectRedis(config.REDIS_URL)]);
+  return createRedisStore({ redis, subscriber });
 }
 
 /**
@@ -86,7 +88,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
   const metrics = createMetrics();
 
   if (config.CORE_URL === undefined) {
-    store = options.store ?? createStore(config);
+    store = options.store ?? (await createStore(config));
     const tokenizer = createTokenizer();
     const models = options.models ?? (await loadModels(config, tokenizer));
     const core = createCore({

@@ -1,6 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
+import { startRedisServer, type RedisServer } from "../../test/support/redis-server.ts";
 import { createMemoryStore } from "./memory/index.ts";
+import { connectRedis } from "./redis/client.ts";
+import { createRedisStore } from "./redis/index.ts";
 import { InvalidPageTokenError } from "./page-token.ts";
 import type { AccountRecord, ApiKeyRecord, ReserveRequest, Store, UsageRecordRow } from "./store.ts";
 
@@ -8,7 +11,24 @@ import type { AccountRecord, ApiKeyRecord, ReserveRequest, Store, UsageRecordRow
  * The one contract every Store backend passes. Add a backend by appending a factory that
  * returns a fresh, empty store (it may be async, e.g. a Redis store on a spawned server).
  */
-const backends: [string, () => Store | Promise<Store>][] = [["memory", () => createMemoryStore()]];
+let redisServer: Promise<RedisServer> | undefined;
+const opened: Store[] = [];
+
+/** A Redis store on this file's own redis-server, with a fresh key prefix so it starts empty. */
+async function redisStore(): Promise<Store> {
+  redisServer ??= startRedisServer();
+  const { url } = await redisServer;
+  const store = createRedisStore({ redis: await connectRedis(url), subscriber: await connectRedis(url), prefix: `t${randomUUID().slice(0, 8)}` });
+  opened.push(store);
+  return store;
+}
+
+afterAll(async () => {
+  await Promise.all(opened.map((s) => s.close()));
+  await (await redisServer)?.close();
+});
+
+const backends: [string, () => Store | Promise<Store>][] = [["memory", () => createMemoryStore()], ["redis", redisStore]];
 
 const NOW = Date.UTC(2026, 10, 15, 12, 0, 0);
 const PERIOD = "2026-11";

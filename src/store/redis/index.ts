@@ -1,0 +1,162 @@
+import type { Redis } from "ioredis";
+import type { AccountPatch, AccountRecord, ApiKeyRecord, RateDecision, Store, UsagePage, UsageRecordRow } from "../store.ts";
+import { createTtlCache } from "./cache.ts";
+import { guarded } from "./client.ts";
+import { createKeys } from "./keys.ts";
+import { decodeStreamToken, encodeStreamToken } from "./stream-token.ts";
+import { accountFields, apiKeyFields, parseAccount, parseApiKey, parseUsage, usageFields } from "./records.ts";
+import { ADMIT, BALANCE, createScript, RELEASE, RESERVE, SETTLE, UPDATE_IF_EXISTS } from "./scripts.ts";
+
+export interface RedisStoreOptions {
+  /** A connected client for commands. */
+  redis: Redis;
+  /** A second connection for invalidation messages; without it only TTLs expire cached entries. */
+  subscriber?: Redis;
+  prefix?: string;
+  /** How long cached keys and accounts live: changes elsewhere show within this time. */
+  cacheTtlMs?: number;
+}
+
+/** How long settled ids are kept to make settle idempotent: past any retry of the period. */
+const SETTLED_KEEP_SECONDS = 70 * 24 * 3600;
+
+const scripts = {
+  admit: createScript(ADMIT),
+  reserve: createScript(RESERVE),
+  settle: createScript(SETTLE),
+  release: createScript(RELEASE),
+  balance: createScript(BALANCE),
+  updateIfExists: createScript(UPDATE_IF_EXISTS),
+};
+
+const num = (value: unknown): number => Number(value ?? 0);
+/** Cached records are shared; callers get their own copy to change. */
+const copy = <T extends object>(value: T | undefined): T | undefined => (value ? { ...value } : undefined);
+
+/**
+ * The shared store: any number of Sluice processes on any number of machines share accounts,
+ * keys, rate limits, holds, spend and usage records through one Redis (or Cluster). Each
+ * billing phase is one Lua script, so the billing invariants hold at every instant.
+ */
+export function createRedisStore(options: RedisStoreOptions): Store {
+  const { redis } = options;
+  const keys = createKeys(options.prefix ?? "sluice");
+  const ttl = options.cacheTtlMs ?? 1000;
+  const keyCache = createTtlCache<ApiKeyRecord | undefined>(ttl, 50_000);
+  const accountCache = createTtlCache<AccountRecord | undefined>(ttl, 50_000);
+
+  const invalidate = async (message: string) => {
+    if (message.startsWith("k:")) keyCache.delete(message.slice(2));
+    if (message.startsWith("a:")) accountCache.delete(message.slice(2));
+    await redis.publish(keys.invalidations, message).catch(() => undefined);
+  };
+  if (options.subscriber) {
+    const sub = options.subscriber;
+    sub.subscribe(keys.invalidations).catch(() => undefined);
+    sub.on("message", (_channel: string, message: string) => {
+      if (message.startsWith("k:")) keyCache.delete(message.slice(2));
+      if (message.startsWith("a:")) accountCache.delete(message.slice(2));
+    });
+  }
+
+  const loadAccount = async (id: string) => parseAccount(id, await redis.hgetall(keys.account(id)));
+  const loadKey = async (accountId: string, keyId: string) => parseApiKey(keyId, await redis.hgetall(keys.apiKey(accountId, keyId)));
+  const keyLocation = async (keyId: string) => redis.get(keys.keyById(keyId));
+
+  return {
+    createAccount: (account) => guarded(async () => {
+      await redis.hset(keys.account(account.id), accountFields(account));
+      await redis.incr(keys.accountCount);
+    }),
+    getAccount: (id) => guarded(async () => copy(await accountCache.get(id, () => loadAccount(id)))),
+    updateAccount: (id, patch: AccountPatch) => guarded(async () => {
+      const fields = Object.entries(accountFields(patch)).flat();
+      const found = await scripts.updateIfExists.run(redis, [keys.account(id)], fields);
+      if (num(found) === 0) return undefined;
+      await invalidate(`a:${id}`);
+      return loadAccount(id);
+    }),
+    countAccounts: () => guarded(async () => num(await redis.get(keys.accountCount))),
+
+    createApiKey: (key) => guarded(async () => {
+      await redis.hset(keys.apiKey(key.accountId, key.id), apiKeyFields(key));
+      await redis.sadd(keys.accountKeys(key.accountId), key.id);
+      await redis.set(keys.keyById(key.id), key.accountId);
+      await redis.set(keys.keyByHash(key.hash), `${key.accountId} ${key.id}`);
+      await invalidate(`k:${key.hash}`);
+    }),
+    getApiKey: (id) => guarded(async () => {
+      const accountId = await keyLocation(id);
+      return accountId ? loadKey(accountId, id) : undefined;
+    }),
+    findApiKeyByHash: (hash) => guarded(async () => copy(await keyCache.get(hash, async () => {
+      const location = await redis.get(keys.keyByHash(hash));
+      const [accountId, keyId] = location?.split(" ") ?? [];
+      return accountId && keyId ? loadKey(accountId, keyId) : undefined;
+    }))),
+    revokeApiKey: (id) => guarded(async () => {
+      const accountId = await keyLocation(id);
+      if (!accountId) return undefined;
+      const found = await scripts.updateIfExists.run(redis, [keys.apiKey(accountId, id)], ["revoked", "1"]);
+      if (num(found) === 0) return undefined;
+      const key = await loadKey(accountId, id);
+      if (key) await invalidate(`k:${key.hash}`);
+      return key;
+    }),
+    listApiKeys: (accountId) => guarded(async () => {
+      const ids = await redis.smembers(keys.accountKeys(accountId));
+      const found = await Promise.all(ids.map((id) => loadKey(accountId, id)));
+      return found.filter((k): k is ApiKeyRecord => k !== undefined);
+    }),
+
+    admit: (apiKeyId, rps, burst, nowMs) => guarded(async (): Promise<RateDecision> => {
+      const r = (await scripts.admit.run(redis, [keys.gcra(apiKeyId)], [1000 / rps, burst, nowMs])) as number[];
+      return { allowed: r[0] === 1, limit: num(r[1]), remaining: num(r[2]), resetMs: num(r[3]), retryAfterMs: num(r[4]) };
+    }),
+    balance: (accountId, period, nowMs) => guarded(async () => {
+      const p = keys.period(accountId, period);
+      const r = (await scripts.balance.run(redis, [p.spent, p.reservations, p.expiries, p.reserved], [nowMs])) as number[];
+      return { spentUsdMicros: num(r[0]), reservedUsdMicros: num(r[1]) };
+    }),
+    reserve: (request) => guarded(async () => {
+      const p = keys.period(request.accountId, request.period);
+      const granted = await scripts.reserve.run(
+        redis,
+        [keys.account(request.accountId), p.spent, p.reservations, p.expiries, p.reserved, p.settled],
+        [request.reservationId, request.minimum, request.maximum, request.ttlMs, request.nowMs],
+      );
+      return num(granted);
+    }),
+    settle: (request) => guarded(async () => {
+      const p = keys.period(request.accountId, request.period);
+      await scripts.settle.run(
+        redis,
+        [p.spent, p.reservations, p.expiries, p.reserved, p.settled, keys.usage(request.accountId), p.partial],
+        [request.reservationId, request.chargeUsdMicros, SETTLED_KEEP_SECONDS, ...(request.record ? usageFields(request.record) : [])],
+      );
+    }),
+    release: (accountId, period, reservationId) => guarded(async () => {
+      const p = keys.period(accountId, period);
+      await scripts.release.run(redis, [p.reservations, p.expiries, p.reserved], [reservationId]);
+    }),
+
+    async listUsageRecords(accountId, pageSize, pageToken): Promise<UsagePage> {
+      const before = pageToken ? decodeStreamToken(pageToken) : undefined;
+      return guarded(async () => {
+        const entries = await redis.xrevrange(keys.usage(accountId), before ? `(${before}` : "+", "-", "COUNT", pageSize + 1);
+        const page = entries.slice(0, pageSize);
+        const records: UsageRecordRow[] = page.map(([, fields]) => parseUsage(accountId, fields));
+        const last = page.at(-1);
+        return { records, nextPageToken: entries.length > pageSize && last ? encodeStreamToken(last[0]) : "" };
+      });
+    },
+
+    ping: () => guarded(async () => {
+      await redis.ping();
+    }),
+    async close() {
+      options.subscriber?.disconnect();
+      redis.disconnect();
+    },
+  };
+}
