@@ -1,13 +1,24 @@
 import { defineConfig } from "vitest/config";
 
+/** Suites that do not touch a store, so running them twice would prove nothing new. */
+const STORELESS = ["test/architecture.test.ts", "test/readme.test.ts", "test/dev-bootstrap.test.ts"];
+
 export default defineConfig({
   test: {
-    include: ["src/**/*.test.ts", "test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // The JSON report is what CI counts; the default reporter is for people.
     reporters: ["default", "json"],
     outputFile: { json: ".vitest-report.json" },
     maxWorkers: 2,
+    projects: [
+      { extends: true, test: { name: "unit", include: ["src/**/*.test.ts"] } },
+      { extends: true, test: { name: "e2e-memory", include: ["test/**/*.test.ts"] } },
+      {
+        extends: true,
+        // The whole end-to-end suite again, each file on a redis-server of its own.
+        test: { name: "e2e-redis", include: ["test/**/*.test.ts"], exclude: STORELESS, env: { SLUICE_TEST_STORE: "redis" } },
+      },
+    ],
   },
 });

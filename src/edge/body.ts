@@ -12,15 +12,42 @@ export function declaredTooLarge(req: IncomingMessage, limit = MAX_BODY_BYTES): 
 /**
  * Reads a body up to `limit` bytes, counting as it goes, so a chunked body that grows past
  * the limit is refused the moment it does, without holding more than the limit in memory.
- * Returns undefined when the limit is crossed; the caller answers 413.
+ * Returns undefined when the limit is crossed; the caller answers 413. The request stream
+ * is left open (not destroyed), so the refusal can still reach the client.
  */
-export async function readBodyWithin(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<Buffer | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) return undefined;
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks, size);
+export function readBodyWithin(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = () => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+      req.off("close", onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        cleanup();
+        req.pause();
+        chunks.length = 0;
+        resolve(undefined);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    const onClose = () => onError(new Error("the client closed the connection mid-body"));
+    req.on("data", onData);
+    req.once("end", onEnd);
+    req.once("error", onError);
+    req.once("close", onClose);
+  });
 }

@@ -4,6 +4,25 @@ import { AdminService } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { startApp, type App, type AppOptions } from "../../src/app.ts";
 import { loadConfig } from "../../src/config/index.ts";
 import { silentLogger } from "../../src/logger.ts";
+import { startRedisServer, type RedisServer } from "./redis-server.ts";
+
+/**
+ * Which store the end-to-end suites run on: `SLUICE_TEST_STORE=redis` (the `e2e-redis` vitest
+ * project) gives every test file one redis-server of its own, shared by its apps.
+ */
+export const TEST_STORE = process.env.SLUICE_TEST_STORE === "redis" ? "redis" : "memory";
+let fileRedis: Promise<RedisServer> | undefined;
+
+/** The REDIS_URL for this test file's apps, or nothing on the memory store. */
+async function storeEnv(): Promise<Record<string, string>> {
+  if (TEST_STORE !== "redis") return {};
+  if (!fileRedis) {
+    fileRedis = startRedisServer();
+    const server = await fileRedis;
+    process.once("exit", () => void server.close());
+  }
+  return { REDIS_URL: (await fileRedis).url };
+}
 
 /** The admin token every test app uses. */
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
@@ -18,7 +37,10 @@ export interface TestApp extends App {
 
 /** Starts Sluice on port 0 with the given environment overrides and options. */
 export async function startTestApp(env: Record<string, string> = {}, options: Partial<AppOptions> = {}): Promise<TestApp> {
-  const config = loadConfig({ PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1", SLUICE_ADMIN_TOKEN: ADMIN_TOKEN, SLUICE_LOG: "silent", ...env });
+  const config = loadConfig({
+    PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1", SLUICE_ADMIN_TOKEN: ADMIN_TOKEN, SLUICE_LOG: "silent",
+    ...(await storeEnv()), ...env,
+  });
   const app = await startApp(config, { logger: silentLogger, ...options });
   if (!app.coreUrl) throw new Error("test app has no core");
   const admin = createClient(AdminService, createGrpcTransport({ baseUrl: app.coreUrl }));

@@ -43,7 +43,12 @@ export async function handleChat(req: IncomingMessage, res: ServerResponse, deps
     return writeCoreError(res, err, deps.links, base, true);
   }
 
-  const raw = await readBodyWithin(req);
+  let raw: Buffer | undefined;
+  try {
+    raw = await readBodyWithin(req);
+  } catch {
+    return; // The client went away mid-body: nobody is left to answer.
+  }
   if (raw === undefined) return writeError(res, bodyTooLarge(), keyed, true);
   let body: unknown;
   try {
