@@ -130,7 +130,7 @@ describe("gRPC errors carry google.rpc.Status details", () => {
 
   it("a direct caller cannot skip the rate limit by claiming to be the edge", async () => {
     const { apiKey } = await app.newAccount({ rps: 1, burst: 1 });
-    const spoofed = metadataOf({ authorization: `Bearer ${apiKey}`, "sluice-edge-admitted": "x".repeat(43) });
+    const spoofed = metadataOf({ authorization: `Bearer ${apiKey}`, "sluice-edge-preflight": "x".repeat(43) });
     await unary(client, createChat, params, spoofed);
     const err = await failure(unary(client, createChat, params, spoofed));
     expect(err.code).toBe(GrpcStatus.RESOURCE_EXHAUSTED);

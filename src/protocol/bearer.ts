@@ -9,5 +9,9 @@ export function parseBearer(header: string | null | undefined): string | undefin
   return match?.[1];
 }
 
-/** Request header by which a trusted edge tells the core it has already rate-limited a call. */
-export const EDGE_ADMITTED_HEADER = "sluice-edge-admitted";
+/**
+ * Request header by which a trusted edge asks the core to check a key without charging its
+ * rate limit: the edge must authenticate a chat call before it reads the body, and the call
+ * is charged once, later, when the core admits it together with its reservation.
+ */
+export const EDGE_PREFLIGHT_HEADER = "sluice-edge-preflight";

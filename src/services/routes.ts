@@ -34,6 +34,11 @@ export interface CoreDeps {
 /** The services that need an API key. */
 const KEYED = new Set([IdentityService.typeName, BillingService.typeName, CompletionService.typeName]);
 
+/** Chat calls charge the rate limit in the same store step as their reservation. */
+const ADMIT_IN_HANDLER = new Set(
+  [CompletionService.method.createChatCompletion, CompletionService.method.streamChatCompletion].map((m) => `${CompletionService.typeName}/${m.name}`),
+);
+
 /**
  * The whole core as Connect routes plus its interceptors, so the same core can be served on
  * the h2c port, mounted behind the in-process router transport, or tested without sockets.
@@ -54,7 +59,10 @@ export function createCore(deps: CoreDeps): { routes: (router: ConnectRouter) =>
   const interceptors: Interceptor[] = [
     createRequestContextInterceptor({ logger: deps.logger, ...(deps.metrics && { metrics: deps.metrics }) }),
     createAdminAuthInterceptor({ adminToken: deps.adminToken, service: AdminService.typeName }),
-    createCallerAuthInterceptor({ store: deps.store, now: deps.now, services: KEYED, ...(deps.edgeToken !== undefined && { edgeToken: deps.edgeToken }) }),
+    createCallerAuthInterceptor({
+      store: deps.store, now: deps.now, services: KEYED, admitInHandler: ADMIT_IN_HANDLER,
+      ...(deps.edgeToken !== undefined && { edgeToken: deps.edgeToken }),
+    }),
   ];
   return { routes, interceptors, ready };
 }

@@ -43,6 +43,11 @@ function apiKey(accountId: string, overrides: Partial<ApiKeyRecord> = {}): ApiKe
   return { id, accountId, prefix: "svc_sk_abcdef", hash: `${id}-hash`, rateLimitRps: 10, burst: 10, revoked: false, createTimeMs: NOW, ...overrides };
 }
 
+/** A key as the rate limiter sees it. */
+function limited(id: string, rateLimitRps: number, burst: number) {
+  return { id, accountId: "acct-of-" + id, rateLimitRps, burst };
+}
+
 function record(accountId: string, id: string, createTimeMs = NOW): UsageRecordRow {
   return { id, accountId, apiKeyId: "key_1", model: "service-extract", promptTokens: 7, completionTokens: 3, costUsdMicros: 13, createTimeMs };
 }
@@ -122,23 +127,41 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
   describe("admit (GCRA)", () => {
     it("allows the burst, then refuses with the exact retry delay, then recovers", async () => {
       const store = await makeStore();
-      const first = await store.admit("k", 10, 2, NOW);
-      const second = await store.admit("k", 10, 2, NOW);
-      const third = await store.admit("k", 10, 2, NOW);
+      const first = await store.admit(limited("k", 10, 2), NOW);
+      const second = await store.admit(limited("k", 10, 2), NOW);
+      const third = await store.admit(limited("k", 10, 2), NOW);
       expect(first).toMatchObject({ allowed: true, limit: 2, remaining: 1, retryAfterMs: 0 });
       expect(second).toMatchObject({ allowed: true, limit: 2, remaining: 0, retryAfterMs: 0 });
-      expect(third).toEqual({ allowed: false, limit: 2, remaining: 0, resetMs: 200, retryAfterMs: 100 });
+      expect(third).toEqual({ allowed: false, limit: 2, remaining: 0, resetMs: 200, retryAfterMs: 100, granted: 0 });
       // A refusal spends nothing: the same instant is refused again with the same delay.
-      expect((await store.admit("k", 10, 2, NOW + 50)).retryAfterMs).toBe(50);
-      expect((await store.admit("k", 10, 2, NOW + third.retryAfterMs)).allowed).toBe(true);
-      expect((await store.admit("k", 10, 2, NOW + third.retryAfterMs)).allowed).toBe(false);
+      expect((await store.admit(limited("k", 10, 2), NOW + 50)).retryAfterMs).toBe(50);
+      expect((await store.admit(limited("k", 10, 2), NOW + third.retryAfterMs)).allowed).toBe(true);
+      expect((await store.admit(limited("k", 10, 2), NOW + third.retryAfterMs)).allowed).toBe(false);
+    });
+
+    it("takes an admitted call's hold in the same step, and none for a refused one", async () => {
+      const { store, acc } = await withAccount(1_000);
+      const key = { id: "k-hold", accountId: acc.id, rateLimitRps: 1, burst: 1 };
+      const hold = (id: string, minimum: number, maximum: number): ReserveRequest =>
+        ({ accountId: acc.id, period: PERIOD, reservationId: id, minimum, maximum, ttlMs: TTL, nowMs: NOW });
+      const admitted = await store.admit(key, NOW, hold("r1", 10, 600));
+      expect(admitted).toMatchObject({ allowed: true, granted: 600 });
+      expect(await store.balance(acc.id, PERIOD, NOW)).toEqual({ spentUsdMicros: 0, reservedUsdMicros: 600 });
+      const limitedOut = await store.admit(key, NOW, hold("r2", 10, 100));
+      expect(limitedOut).toMatchObject({ allowed: false, granted: 0 });
+      expect((await store.balance(acc.id, PERIOD, NOW)).reservedUsdMicros).toBe(600);
+      // Admitted (a new second) but the cap cannot cover the minimum: the request is charged, nothing held.
+      const capped = await store.admit(key, NOW + 1000, hold("r3", 500, 900));
+      expect(capped).toMatchObject({ allowed: true, granted: 0 });
+      expect((await store.balance(acc.id, PERIOD, NOW + 1000)).reservedUsdMicros).toBe(600);
+      expect((await store.admit(key, NOW + 1000)).allowed).toBe(false);
     });
 
     it("keeps one bucket per key", async () => {
       const store = await makeStore();
-      expect((await store.admit("a", 1, 1, NOW)).allowed).toBe(true);
-      expect((await store.admit("a", 1, 1, NOW)).allowed).toBe(false);
-      expect((await store.admit("b", 1, 1, NOW)).allowed).toBe(true);
+      expect((await store.admit(limited("a", 1, 1), NOW)).allowed).toBe(true);
+      expect((await store.admit(limited("a", 1, 1), NOW)).allowed).toBe(false);
+      expect((await store.admit(limited("b", 1, 1), NOW)).allowed).toBe(true);
     });
   });
 

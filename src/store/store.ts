@@ -63,6 +63,15 @@ export interface RateDecision {
   retryAfterMs: number;
 }
 
+/** The key whose rate limit applies. */
+export type RateLimitedKey = Pick<ApiKeyRecord, "id" | "accountId" | "rateLimitRps" | "burst">;
+
+/** A rate-limit decision and, when a reservation was asked for and the call admitted, what it holds. */
+export interface Admission extends RateDecision {
+  /** Micros held for the call; 0 when refused, not admitted, or not asked for. */
+  granted: number;
+}
+
 /** A period's money for one account. */
 export interface Balance {
   spentUsdMicros: number;
@@ -112,8 +121,12 @@ export interface Store {
   revokeApiKey(id: string): Promise<ApiKeyRecord | undefined>;
   listApiKeys(accountId: string): Promise<ApiKeyRecord[]>;
 
-  /** One GCRA step for a key: admits and records the request, or says how long to wait. */
-  admit(apiKeyId: string, rps: number, burst: number, nowMs: number): Promise<RateDecision>;
+  /**
+   * One GCRA step for a key: admits and records the request, or says how long to wait. With
+   * `reserve`, an admitted call also takes its hold in the same atomic step, so a chat call
+   * pays one round trip for both (a refused call holds nothing).
+   */
+  admit(key: RateLimitedKey, nowMs: number, reserve?: ReserveRequest): Promise<Admission>;
 
   balance(accountId: string, period: string, nowMs: number): Promise<Balance>;
   /**

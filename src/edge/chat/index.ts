@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ConnectError } from "@connectrpc/connect";
 import { FinishReason, type StreamChatCompletionResponse, type Usage } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { reasonOf, sluiceError, STREAM_INTERNAL_ERROR, streamAbortPayload } from "../../errors/catalogue.ts";
 import { bodyTooLarge, httpErrorFor } from "../../errors/http.ts";
-import { EDGE_ADMITTED_HEADER } from "../../protocol/bearer.ts";
+import { EDGE_PREFLIGHT_HEADER } from "../../protocol/bearer.ts";
 import { declaredTooLarge, readBodyWithin } from "../body.ts";
 import { coreHeaders, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "../context.ts";
 import { writeCoreError, writeError, writeJson } from "../respond.ts";
@@ -23,22 +24,31 @@ const usageJson = (u: Usage | undefined) => ({
 });
 
 /**
- * `POST /v1/chat/completions`. Applies DESIGN's check order around the core: the bearer and
- * the declared size are checked, then the core authenticates and rate-limits (a `GetCaller`
- * probe), and only then is the body read, parsed and handed to the core, which applies
- * every other rule.
+ * Refuses a body the edge could not translate, after charging the rate limit the way the core
+ * would have (DESIGN: 429 comes before 400). A rate-limited caller gets its 429 instead.
+ */
+async function refuseBody(res: ServerResponse, deps: EdgeDeps, r: EdgeRequest, refusal: ConnectError): Promise<void> {
+  let headers: Record<string, string> = { "x-request-id": r.requestId };
+  try {
+    await deps.clients.identity.getCaller({}, { headers: coreHeaders(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
+  } catch (err) {
+    return writeCoreError(res, err, deps.links, headers, false);
+  }
+  writeCoreError(res, refusal, deps.links, headers, false);
+}
+
+/**
+ * `POST /v1/chat/completions`, in DESIGN's check order: the bearer and the declared size are
+ * checked, then the core checks the key (a `GetCaller` preflight that does not charge the
+ * rate limit), and only then is the body read, parsed and handed to the core, which charges
+ * the rate limit together with the call's reservation and applies every other rule.
  */
 export async function handleChat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: EdgeRequest): Promise<void> {
   const base = { "x-request-id": r.requestId };
   if (r.authorization === undefined) return writeError(res, httpErrorFor("missing_bearer_token", deps.links), base, true);
   if (declaredTooLarge(req)) return writeError(res, bodyTooLarge(), base, true);
-
-  let keyed: Record<string, string> = base;
   try {
-    await deps.clients.identity.getCaller({}, {
-      headers: coreHeaders(r),
-      onHeader: (h) => { keyed = { ...base, ...rateLimitHeadersOf(h) }; },
-    });
+    await deps.clients.identity.getCaller({}, { headers: { ...coreHeaders(r), [EDGE_PREFLIGHT_HEADER]: deps.edgeToken } });
   } catch (err) {
     return writeCoreError(res, err, deps.links, base, true);
   }
@@ -49,26 +59,26 @@ export async function handleChat(req: IncomingMessage, res: ServerResponse, deps
   } catch {
     return; // The client went away mid-body: nobody is left to answer.
   }
-  if (raw === undefined) return writeError(res, bodyTooLarge(), keyed, true);
+  if (raw === undefined) return writeError(res, bodyTooLarge(), base, true);
   let body: unknown;
   try {
     body = JSON.parse(raw.toString("utf8"));
   } catch {
-    return writeError(res, httpErrorFor("invalid_json_body", deps.links), keyed, false);
+    return refuseBody(res, deps, r, sluiceError("invalid_json_body"));
   }
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    return writeError(res, httpErrorFor("body_must_be_object", deps.links), keyed, false);
+    return refuseBody(res, deps, r, sluiceError("body_must_be_object"));
   }
   const wire = fromWire(body as Record<string, unknown>);
   if ("field" in wire) {
-    const err = sluiceError("invalid_request_body", { message: `${wire.field}: ${wire.message}`, metadata: { field: wire.field } });
-    return writeCoreError(res, err, deps.links, keyed, false);
+    return refuseBody(res, deps, r, sluiceError("invalid_request_body", { message: `${wire.field}: ${wire.message}`, metadata: { field: wire.field } }));
   }
 
+  const keyed = { ...base };
   const abort = new AbortController();
   const onClose = () => { if (!res.writableFinished) abort.abort(); };
   res.on("close", onClose);
-  const options = { headers: { ...coreHeaders(r), [EDGE_ADMITTED_HEADER]: deps.edgeToken }, signal: abort.signal };
+  const options = { headers: coreHeaders(r), signal: abort.signal, onHeader: (h: Headers) => Object.assign(keyed, rateLimitHeadersOf(h)) };
   try {
     if (!wire.stream) {
       const out = await deps.clients.completion.createChatCompletion({ params: wire.params }, options);

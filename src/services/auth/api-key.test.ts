@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { EDGE_ADMITTED_HEADER, parseBearer } from "../../protocol/bearer.ts";
+import { EDGE_PREFLIGHT_HEADER, parseBearer } from "../../protocol/bearer.ts";
 import { displayPrefix, generateApiKey, hashApiKey, hashesEqual, isWellFormedApiKey, KEY_PREFIX } from "./api-key.ts";
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -102,8 +102,8 @@ describe("parseBearer", () => {
     expect(parseBearer(header)).toBeUndefined();
   });
 
-  it("names the edge-admitted header in lower case, as HTTP/2 requires", () => {
-    expect(EDGE_ADMITTED_HEADER).toBe(EDGE_ADMITTED_HEADER.toLowerCase());
-    expect(EDGE_ADMITTED_HEADER.length).toBeGreaterThan(0);
+  it("names the edge preflight header in lower case, as HTTP/2 requires", () => {
+    expect(EDGE_PREFLIGHT_HEADER).toBe(EDGE_PREFLIGHT_HEADER.toLowerCase());
+    expect(EDGE_PREFLIGHT_HEADER.length).toBeGreaterThan(0);
   });
 });

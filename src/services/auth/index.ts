@@ -1,7 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import { createContextKey, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { sluiceError } from "../../errors/catalogue.ts";
-import { EDGE_ADMITTED_HEADER, parseBearer } from "../../protocol/bearer.ts";
+import { EDGE_PREFLIGHT_HEADER, parseBearer } from "../../protocol/bearer.ts";
 import type { ApiKeyRecord, RateDecision, Store } from "../../store/store.ts";
 import { hashApiKey, hashesEqual, isWellFormedApiKey } from "./api-key.ts";
 
@@ -42,16 +42,18 @@ export interface CallerAuthDeps {
   /** Services whose calls need an API key. */
   services: ReadonlySet<string>;
   /**
-   * Shared secret of the trusted edge. The edge rate-limits a chat call before it reads the
-   * body (DESIGN's check order); with this header the core skips a second charge.
+   * Methods (`type.Name/Method`) whose handlers charge the rate limit themselves, in one store
+   * step with the call's reservation (still before any other rule refuses the call).
    */
+  admitInHandler: ReadonlySet<string>;
+  /** Shared secret of the trusted edge; see `EDGE_PREFLIGHT_HEADER`. */
   edgeToken?: string;
 }
 
 /**
  * Authenticates API keys and applies the per-key rate limit on every keyed RPC, so that
  * direct gRPC callers get exactly the guarantees of HTTP callers. Checks run in DESIGN's
- * order: missing bearer, invalid key, rate limit.
+ * order: missing bearer, invalid key, rate limit (for chat calls, the handler's first step).
  */
 export function createCallerAuthInterceptor(deps: CallerAuthDeps): Interceptor {
   return (next) => async (req) => {
@@ -63,11 +65,11 @@ export function createCallerAuthInterceptor(deps: CallerAuthDeps): Interceptor {
     const key = await deps.store.findApiKeyByHash(hash);
     if (!key || key.revoked || !hashesEqual(key.hash, hash)) throw sluiceError("invalid_api_key");
 
-    const admittedBy = req.header.get(EDGE_ADMITTED_HEADER);
-    const trusted = deps.edgeToken !== undefined && admittedBy !== null && safeEqual(admittedBy, deps.edgeToken);
+    const preflightBy = req.header.get(EDGE_PREFLIGHT_HEADER);
+    const preflight = deps.edgeToken !== undefined && preflightBy !== null && safeEqual(preflightBy, deps.edgeToken);
     let headers: Record<string, string> | undefined;
-    if (!trusted) {
-      const decision = await deps.store.admit(key.id, key.rateLimitRps, key.burst, deps.now());
+    if (!preflight && !deps.admitInHandler.has(`${req.service.typeName}/${req.method.name}`)) {
+      const decision = await deps.store.admit(key, deps.now());
       headers = rateLimitHeaders(decision);
       if (!decision.allowed) throw sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers });
     }

@@ -5,8 +5,8 @@ import {
   type CreateChatCompletionResponseSchema, type StreamChatCompletionResponseSchema,
 } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { requirePrincipal } from "../auth/index.ts";
-import { startCall, type CallDeps } from "./run-call.ts";
-import { validateChatParams } from "./validate.ts";
+import { admitCall } from "./admission.ts";
+import type { CallDeps } from "./run-call.ts";
 
 type StreamOut = MessageInitShape<typeof StreamChatCompletionResponseSchema>;
 type UnaryOut = MessageInitShape<typeof CreateChatCompletionResponseSchema>;
@@ -14,15 +14,14 @@ type UnaryOut = MessageInitShape<typeof CreateChatCompletionResponseSchema>;
 const usageOf = (p: number, c: number) => ({ promptTokens: BigInt(p), completionTokens: BigInt(c), totalTokens: BigInt(p + c) });
 
 /**
- * The chat completion RPCs. Authentication and the rate limit have run in the interceptors;
- * this service validates, admits and runs the call, and translates its events to protos.
+ * The chat completion RPCs. Authentication has run in the interceptor; this service admits
+ * the call (rate limit and reservation in one step), runs it, and translates its events.
  */
 export function createCompletionService(deps: CallDeps): Partial<ServiceImpl<typeof CompletionService>> {
   return {
     async createChatCompletion(req, ctx): Promise<UnaryOut> {
       const principal = requirePrincipal(ctx.values);
-      const call = validateChatParams(req.params);
-      const { header, events } = await startCall(deps, principal, call, false, ctx.signal);
+      const { header, events } = await admitCall(deps, principal, req.params, false, ctx);
       let content = "";
       let finishReason: FinishReason = FinishReason.UNSPECIFIED;
       let usage = usageOf(0, 0);
@@ -40,8 +39,7 @@ export function createCompletionService(deps: CallDeps): Partial<ServiceImpl<typ
 
     async *streamChatCompletion(req, ctx): AsyncGenerator<StreamOut> {
       const principal = requirePrincipal(ctx.values);
-      const call = validateChatParams(req.params);
-      const { header, events } = await startCall(deps, principal, call, true, ctx.signal);
+      const { header, events } = await admitCall(deps, principal, req.params, true, ctx);
       const base = { id: header.id, model: header.model, created: BigInt(header.created) };
       for await (const event of events) {
         if (event.type === "delta") yield { ...base, event: { case: "delta", value: event.text } };

@@ -6,7 +6,7 @@ import type { Model, ModelRegistry } from "../../engines/models.ts";
 import type { Tokenizer } from "../../engines/tokenizer.ts";
 import { reasonOf, sluiceError } from "../../errors/catalogue.ts";
 import type { Logger } from "../../logger.ts";
-import type { AccountRecord, Store } from "../../store/store.ts";
+import type { AccountRecord, ReserveRequest, Store } from "../../store/store.ts";
 import type { Principal } from "../auth/index.ts";
 import { costUsdMicros, msUntilNextPeriod, periodOf } from "./pricing.ts";
 import type { ChatCall } from "./validate.ts";
@@ -39,6 +39,19 @@ export interface CallHeader {
   created: number;
 }
 
+/** Everything a call needs once it has passed the rules, before it is admitted. */
+export interface CallPlan {
+  account: AccountRecord;
+  apiKeyId: string;
+  model: Model;
+  promptTokens: number;
+  request: EngineRequest;
+  header: CallHeader;
+  period: string;
+  /** The reservation to take with the admission. */
+  reservation: ReserveRequest;
+}
+
 /** Refuses an account that may not make calls (DESIGN step 6). */
 function checkAccount(account: AccountRecord | undefined): asserts account is AccountRecord {
   if (!account) throw sluiceError("invalid_api_key");
@@ -48,47 +61,60 @@ function checkAccount(account: AccountRecord | undefined): asserts account is Ac
 }
 
 /**
- * Admits a validated call (DESIGN steps 6 to 9) and returns its header and its event stream.
- * The stream owns the call's reservation: it extends it as output grows, settles it with
- * the usage record once the engine has finished, and releases it on every other exit
- * (client gone, engine failure, refused extension), so no path leaks or double-charges.
- *
- * `stream` decides what a refused extension means: a stream is cut with its delivered
- * tokens charged; a unary call is refused whole and not charged.
+ * Applies DESIGN steps 6 to 8 to a validated call (account status, model, input size) and
+ * sizes its reservation: at least the prompt plus one output token, at most its worst case.
  */
-export async function startCall(deps: CallDeps, principal: Principal, call: ChatCall, stream: boolean, signal: AbortSignal): Promise<{ header: CallHeader; events: AsyncGenerator<CallEvent> }> {
+export async function planCall(deps: CallDeps, principal: Principal, call: ChatCall, now: number): Promise<CallPlan> {
   const found = await deps.store.getAccount(principal.accountId);
   checkAccount(found);
-  const account: AccountRecord = found;
-  const model: Model | undefined = deps.models.get(call.model);
+  const model = deps.models.get(call.model);
   if (!model) throw sluiceError("model_not_found", { message: `The model "${call.model.slice(0, 256)}" does not exist.` });
-  const counted = deps.tokenizer.countMessages(call.messages, MAX_INPUT_TOKENS);
-  if (counted === undefined) throw sluiceError("input_too_large");
-  const promptTokens: number = counted;
+  const promptTokens = deps.tokenizer.countMessages(call.messages, MAX_INPUT_TOKENS);
+  if (promptTokens === undefined) throw sluiceError("input_too_large");
 
-  const now = deps.now();
   const period = periodOf(now);
   const id = `chatcmpl-${randomUUID().replaceAll("-", "")}`;
   const worst = costUsdMicros(model, promptTokens, call.maxTokens);
   // A free model still needs budget left: free calls are never a way around a cap.
   const minimum = Math.max(1, costUsdMicros(model, promptTokens, 1));
-  const reservation = { accountId: account.id, period, reservationId: id, ttlMs: deps.reservationTtlMs };
-  let reserved = await deps.store.reserve({ ...reservation, minimum, maximum: Math.max(minimum, worst), nowMs: now });
-  if (reserved === 0) throw sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(now) });
-
-  const header: CallHeader = { id, model: model.name, created: Math.floor(now / 1000) };
-  const request: EngineRequest = {
-    model: model.name,
-    messages: call.messages,
-    maxTokens: call.maxTokens,
-    stop: call.stop,
-    ...(call.temperature !== undefined && { temperature: call.temperature }),
-    ...(call.topP !== undefined && { topP: call.topP }),
-    ...(call.seed !== undefined && { seed: call.seed }),
-    ...(call.presencePenalty !== undefined && { presencePenalty: call.presencePenalty }),
-    ...(call.frequencyPenalty !== undefined && { frequencyPenalty: call.frequencyPenalty }),
-    ...(call.user !== undefined && { user: call.user }),
+  return {
+    account: found,
+    apiKeyId: principal.apiKey.id,
+    model,
+    promptTokens,
+    period,
+    header: { id, model: model.name, created: Math.floor(now / 1000) },
+    reservation: { accountId: found.id, period, reservationId: id, minimum, maximum: Math.max(minimum, worst), ttlMs: deps.reservationTtlMs, nowMs: now },
+    request: {
+      model: model.name,
+      messages: call.messages,
+      maxTokens: call.maxTokens,
+      stop: call.stop,
+      ...(call.temperature !== undefined && { temperature: call.temperature }),
+      ...(call.topP !== undefined && { topP: call.topP }),
+      ...(call.seed !== undefined && { seed: call.seed }),
+      ...(call.presencePenalty !== undefined && { presencePenalty: call.presencePenalty }),
+      ...(call.frequencyPenalty !== undefined && { frequencyPenalty: call.frequencyPenalty }),
+      ...(call.user !== undefined && { user: call.user }),
+    },
   };
+}
+
+/**
+ * Runs an admitted call that holds `granted` micros. The returned stream owns the hold: it
+ * extends it as output grows, settles it with the usage record once the engine has finished,
+ * and releases it on every other exit (client gone, engine failure, refused extension), so no
+ * path leaks or double-charges.
+ *
+ * `stream` decides what a refused extension means: a stream is cut with its delivered
+ * tokens charged; a unary call is refused whole and not charged.
+ */
+export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream: boolean, signal: AbortSignal): AsyncGenerator<CallEvent> {
+  const { account, model, promptTokens, request, period } = plan;
+  const id = plan.header.id;
+  const worst = plan.reservation.maximum;
+  const reservation = { accountId: account.id, period, reservationId: id, ttlMs: deps.reservationTtlMs };
+  let reserved = granted;
 
   const events = async function* (): AsyncGenerator<CallEvent> {
     const engineAbort = new AbortController();
@@ -129,7 +155,7 @@ export async function startCall(deps: CallDeps, principal: Principal, call: Chat
           ...reservation,
           chargeUsdMicros: charge,
           record: {
-            id, accountId: account.id, apiKeyId: principal.apiKey.id, model: model.name,
+            id, accountId: account.id, apiKeyId: plan.apiKeyId, model: model.name,
             promptTokens: prompt, completionTokens: completion, costUsdMicros: charge, createTimeMs: deps.now(),
           },
         });
@@ -154,5 +180,5 @@ export async function startCall(deps: CallDeps, principal: Principal, call: Chat
     }
   };
 
-  return { header, events: events() };
+  return events();
 }

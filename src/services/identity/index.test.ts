@@ -8,7 +8,7 @@ import { createModelRegistry } from "../../engines/models.ts";
 import { createTokenizer } from "../../engines/tokenizer.ts";
 import { retryAfterMsOf } from "../../errors/catalogue.ts";
 import { silentLogger } from "../../logger.ts";
-import { EDGE_ADMITTED_HEADER } from "../../protocol/bearer.ts";
+import { EDGE_PREFLIGHT_HEADER } from "../../protocol/bearer.ts";
 import { createMemoryStore } from "../../store/memory/index.ts";
 import { generateApiKey } from "../auth/api-key.ts";
 import { createCore } from "../routes.ts";
@@ -125,24 +125,25 @@ describe("IdentityService and caller authentication", () => {
     await expectFailure(() => identity.getCaller({}, { headers: { authorization: "Bearer svc_sk_bad" } }), Code.Unauthenticated, "invalid_api_key");
   });
 
-  it("skips the rate limit for a call the trusted edge admitted, but still authenticates", async () => {
+  it("checks a key without charging it for the trusted edge's preflight, and charges the chat call once", async () => {
     const { identity, completion, newKey } = setup();
-    const { authorization } = await newKey({ burst: 1 });
-    const headers = { authorization, [EDGE_ADMITTED_HEADER]: EDGE_TOKEN };
+    const { authorization } = await newKey({ burst: 1, rateLimitRps: 0.001 });
+    const headers = { authorization, [EDGE_PREFLIGHT_HEADER]: EDGE_TOKEN };
     for (let i = 0; i < 5; i++) await identity.getCaller({}, { headers });
-    for (let i = 0; i < 3; i++) expect((await completion.createChatCompletion({ params: { prompt: "hi" } }, { headers })).content).toBe("ok");
+    expect((await completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization } })).content).toBe("ok");
+    await expectFailure(() => completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization } }), Code.ResourceExhausted, "api_key_rate_limited");
     await expectFailure(
-      () => identity.getCaller({}, { headers: { authorization: `Bearer ${generateApiKey()}`, [EDGE_ADMITTED_HEADER]: EDGE_TOKEN } }),
+      () => identity.getCaller({}, { headers: { authorization: `Bearer ${generateApiKey()}`, [EDGE_PREFLIGHT_HEADER]: EDGE_TOKEN } }),
       Code.Unauthenticated, "invalid_api_key",
     );
-    await expectFailure(() => identity.getCaller({}, { headers: { [EDGE_ADMITTED_HEADER]: EDGE_TOKEN } }), Code.Unauthenticated, "missing_bearer_token");
+    await expectFailure(() => identity.getCaller({}, { headers: { [EDGE_PREFLIGHT_HEADER]: EDGE_TOKEN } }), Code.Unauthenticated, "missing_bearer_token");
   });
 
   it("rate-limits a call whose edge token is wrong", async () => {
     const { identity, newKey } = setup();
     const { authorization } = await newKey({ burst: 1 });
     for (const wrong of ["nope", `${EDGE_TOKEN}x`, EDGE_TOKEN.slice(0, -1), ""]) {
-      const headers = { authorization, [EDGE_ADMITTED_HEADER]: wrong };
+      const headers = { authorization, [EDGE_PREFLIGHT_HEADER]: wrong };
       if (wrong === "nope") await identity.getCaller({}, { headers });
       await expectFailure(() => identity.getCaller({}, { headers }), Code.ResourceExhausted, "api_key_rate_limited");
     }
@@ -151,7 +152,7 @@ describe("IdentityService and caller authentication", () => {
   it("trusts no edge header when no edge token is configured", async () => {
     const { identity, newKey } = setup(null);
     const { authorization } = await newKey({ burst: 1 });
-    const headers = { authorization, [EDGE_ADMITTED_HEADER]: "anything" };
+    const headers = { authorization, [EDGE_PREFLIGHT_HEADER]: "anything" };
     await identity.getCaller({}, { headers });
     await expectFailure(() => identity.getCaller({}, { headers }), Code.ResourceExhausted, "api_key_rate_limited");
   });

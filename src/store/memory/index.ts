@@ -1,6 +1,6 @@
 import { gcra } from "../gcra.ts";
 import type {
-  AccountPatch, AccountRecord, ApiKeyRecord, Balance, RateDecision, ReserveRequest,
+  AccountPatch, AccountRecord, Admission, ApiKeyRecord, Balance, ReserveRequest,
   SettleRequest, Store, UsagePage, UsageRecordRow,
 } from "../store.ts";
 import { decodePageToken, encodePageToken } from "../page-token.ts";
@@ -50,6 +50,22 @@ export function createMemoryStore(): Store {
     return total;
   };
 
+  /** The hold logic of `Store.reserve`, synchronous so `admit` can run it in the same step. */
+  const reserve = (request: ReserveRequest): number => {
+    const cap = accounts.get(request.accountId)?.spendCapUsdMicros ?? 0;
+    const state = periodState(request.accountId, request.period);
+    const left = cap - state.spent - liveReserved(state, request.nowMs);
+    const existing = state.reservations.get(request.reservationId);
+    // Never negative: a cap lowered below what is held refuses growth but still renews.
+    const granted = Math.max(0, Math.min(request.maximum, left));
+    if (granted < request.minimum || state.settled.has(request.reservationId)) return 0;
+    state.reservations.set(request.reservationId, {
+      amount: (existing?.amount ?? 0) + granted,
+      expiresAtMs: request.nowMs + request.ttlMs,
+    });
+    return granted;
+  };
+
   const copy = <T extends object>(value: T | undefined): T | undefined => (value ? { ...value } : undefined);
 
   return {
@@ -90,30 +106,18 @@ export function createMemoryStore(): Store {
       return [...keys.values()].filter((k) => k.accountId === accountId).map((k) => ({ ...k }));
     },
 
-    async admit(apiKeyId, rps, burst, nowMs): Promise<RateDecision> {
-      const { decision, tatMs } = gcra(tats.get(apiKeyId), rps, burst, nowMs);
-      if (tatMs !== undefined) tats.set(apiKeyId, tatMs);
-      return decision;
+    async admit(key, nowMs, reservation): Promise<Admission> {
+      const { decision, tatMs } = gcra(tats.get(key.id), key.rateLimitRps, key.burst, nowMs);
+      if (tatMs !== undefined) tats.set(key.id, tatMs);
+      const granted = decision.allowed && reservation ? reserve(reservation) : 0;
+      return { ...decision, granted };
     },
 
     async balance(accountId, period, nowMs): Promise<Balance> {
       const state = periodState(accountId, period);
       return { spentUsdMicros: state.spent, reservedUsdMicros: liveReserved(state, nowMs) };
     },
-    async reserve(request: ReserveRequest) {
-      const cap = accounts.get(request.accountId)?.spendCapUsdMicros ?? 0;
-      const state = periodState(request.accountId, request.period);
-      const left = cap - state.spent - liveReserved(state, request.nowMs);
-      const existing = state.reservations.get(request.reservationId);
-      // Never negative: a cap lowered below what is held refuses growth but still renews.
-      const granted = Math.max(0, Math.min(request.maximum, left));
-      if (granted < request.minimum || state.settled.has(request.reservationId)) return 0;
-      state.reservations.set(request.reservationId, {
-        amount: (existing?.amount ?? 0) + granted,
-        expiresAtMs: request.nowMs + request.ttlMs,
-      });
-      return granted;
-    },
+    reserve: async (request) => reserve(request),
     async settle(request: SettleRequest) {
       const state = periodState(request.accountId, request.period);
       if (state.settled.has(request.reservationId)) return;

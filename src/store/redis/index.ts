@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import type { AccountPatch, AccountRecord, ApiKeyRecord, RateDecision, Store, UsagePage, UsageRecordRow } from "../store.ts";
+import type { AccountPatch, AccountRecord, Admission, ApiKeyRecord, Store, UsagePage, UsageRecordRow } from "../store.ts";
 import { createTtlCache } from "./cache.ts";
 import { guarded } from "./client.ts";
 import { createKeys } from "./keys.ts";
@@ -59,6 +59,12 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     });
   }
 
+  /** The keys of the reserve logic, in the order the Lua `reserve` function reads them. */
+  const reserveKeys = (accountId: string, period: string) => {
+    const p = keys.period(accountId, period);
+    return [keys.account(accountId), p.spent, p.reservations, p.expiries, p.reserved, p.settled];
+  };
+
   const loadAccount = async (id: string) => parseAccount(id, await redis.hgetall(keys.account(id)));
   const loadKey = async (accountId: string, keyId: string) => parseApiKey(keyId, await redis.hgetall(keys.apiKey(accountId, keyId)));
   const keyLocation = async (keyId: string) => redis.get(keys.keyById(keyId));
@@ -109,9 +115,15 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       return found.filter((k): k is ApiKeyRecord => k !== undefined);
     }),
 
-    admit: (apiKeyId, rps, burst, nowMs) => guarded(async (): Promise<RateDecision> => {
-      const r = (await scripts.admit.run(redis, [keys.gcra(apiKeyId)], [1000 / rps, burst, nowMs])) as number[];
-      return { allowed: r[0] === 1, limit: num(r[1]), remaining: num(r[2]), resetMs: num(r[3]), retryAfterMs: num(r[4]) };
+    admit: (key, nowMs, reservation) => guarded(async (): Promise<Admission> => {
+      const gcra = [keys.gcra(key.accountId, key.id)];
+      const args: Array<string | number> = [1000 / key.rateLimitRps, key.burst, nowMs];
+      if (reservation) {
+        gcra.push(...reserveKeys(reservation.accountId, reservation.period));
+        args.push(reservation.reservationId, reservation.minimum, reservation.maximum, reservation.ttlMs);
+      }
+      const r = (await scripts.admit.run(redis, gcra, args)) as number[];
+      return { allowed: r[0] === 1, limit: num(r[1]), remaining: num(r[2]), resetMs: num(r[3]), retryAfterMs: num(r[4]), granted: num(r[5]) };
     }),
     balance: (accountId, period, nowMs) => guarded(async () => {
       const p = keys.period(accountId, period);
@@ -119,10 +131,9 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       return { spentUsdMicros: num(r[0]), reservedUsdMicros: num(r[1]) };
     }),
     reserve: (request) => guarded(async () => {
-      const p = keys.period(request.accountId, request.period);
       const granted = await scripts.reserve.run(
         redis,
-        [keys.account(request.accountId), p.spent, p.reservations, p.expiries, p.reserved, p.settled],
+        reserveKeys(request.accountId, request.period),
         [request.reservationId, request.minimum, request.maximum, request.ttlMs, request.nowMs],
       );
       return num(granted);

@@ -14,8 +14,8 @@ export function createKeys(prefix: string) {
     apiKey: (accountId: string, keyId: string) => `${account(accountId)}:key:${keyId}`,
     keyByHash: (hash: string) => `${prefix}:key-by-hash:${hash}`,
     keyById: (keyId: string) => `${prefix}:key-by-id:${keyId}`,
-    /** GCRA state is per key, so it carries the key's own tag. */
-    gcra: (keyId: string) => `${prefix}:{k:${keyId}}:gcra`,
+    /** GCRA state of a key, in its account's slot so admission and reservation are one script. */
+    gcra: (accountId: string, keyId: string) => `${account(accountId)}:gcra:${keyId}`,
     usage: (id: string) => `${account(id)}:usage`,
     period: (id: string, period: string) => {
       const base = `${account(id)}:p:${period}`;

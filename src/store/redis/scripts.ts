@@ -20,8 +20,39 @@ local function expire(resv, exp, total, now)
 end
 `;
 
-/** GCRA, line for line as src/store/gcra.ts. KEYS: tat. ARGV: interval ms, burst, now ms. */
-export const ADMIT = `
+/**
+ * Holds up to max (at least min) of what the cap leaves, or adds to a live hold and renews
+ * its expiry; returns the amount granted (0 = refused). Keys: account, spent, resv, resv-exp,
+ * reserved, settled.
+ */
+const RESERVE_FN = `${EXPIRE}
+local function reserve(k, id, min, max, ttl, now)
+  expire(k[3], k[4], k[5], now)
+  if redis.call('SISMEMBER', k[6], id) == 1 then return 0 end
+  local cap = tonumber(redis.call('HGET', k[1], 'cap') or '') or 0
+  local spent = tonumber(redis.call('GET', k[2]) or '0')
+  local reserved = tonumber(redis.call('GET', k[5]) or '0')
+  local grant = math.max(0, math.min(max, cap - spent - reserved))
+  if grant < min then return 0 end
+  redis.call('HINCRBY', k[3], id, grant)
+  redis.call('ZADD', k[4], now + ttl, id)
+  redis.call('INCRBY', k[5], grant)
+  return grant
+end
+`;
+
+/** KEYS: account, spent, resv, resv-exp, reserved, settled. ARGV: id, min, max, ttl ms, now ms. */
+export const RESERVE = `${RESERVE_FN}
+return reserve(KEYS, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+`;
+
+/**
+ * GCRA, line for line as src/store/gcra.ts, then (when KEYS 2..7 and ARGV 4..7 are given) the
+ * reservation of an admitted call. KEYS: gcra, then the RESERVE keys.
+ * ARGV: interval ms, burst, now ms, then id, min, max, ttl ms.
+ * Returns {allowed, limit, remaining, reset ms, retry-after ms, granted}.
+ */
+export const ADMIT = `${RESERVE_FN}
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local now = tonumber(ARGV[3])
@@ -31,30 +62,14 @@ if tat < now then tat = now end
 local newTat = tat + interval
 local allowAt = newTat - tolerance
 if allowAt > now then
-  return {0, burst, 0, math.ceil(tat - now), math.ceil(allowAt - now)}
+  return {0, burst, 0, math.ceil(tat - now), math.ceil(allowAt - now), 0}
 end
 redis.call('SET', KEYS[1], string.format('%.3f', newTat), 'PX', math.ceil(newTat - now) + 1000)
-return {1, burst, math.max(0, math.floor((now - allowAt) / interval)), math.ceil(newTat - now), 0}
-`;
-
-/**
- * Holds up to ARGV max (at least ARGV min) of what the cap leaves, or adds to a live hold and
- * renews its expiry. KEYS: account, spent, resv, resv-exp, reserved, settled.
- * ARGV: id, min, max, ttl ms, now ms. Returns the amount granted (0 = refused).
- */
-export const RESERVE = `${EXPIRE}
-local id, min, max, ttl, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-expire(KEYS[3], KEYS[4], KEYS[5], now)
-if redis.call('SISMEMBER', KEYS[6], id) == 1 then return 0 end
-local cap = tonumber(redis.call('HGET', KEYS[1], 'cap') or '') or 0
-local spent = tonumber(redis.call('GET', KEYS[2]) or '0')
-local reserved = tonumber(redis.call('GET', KEYS[5]) or '0')
-local grant = math.max(0, math.min(max, cap - spent - reserved))
-if grant < min then return 0 end
-redis.call('HINCRBY', KEYS[3], id, grant)
-redis.call('ZADD', KEYS[4], now + ttl, id)
-redis.call('INCRBY', KEYS[5], grant)
-return grant
+local granted = 0
+if #KEYS > 1 then
+  granted = reserve({KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}, ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), now)
+end
+return {1, burst, math.max(0, math.floor((now - allowAt) / interval)), math.ceil(newTat - now), 0, granted}
 `;
 
 /**
