@@ -13,7 +13,7 @@ export const configSchema = z.object({
   HOST: z.string().min(1).default("0.0.0.0").describe("Address the servers bind."),
   SLUICE_ADMIN_TOKEN: z.string().min(16, "must be at least 16 characters").optional().describe("Bearer token of the Admin API; unset turns Admin off (the dev bootstrap makes one up)."),
   SLUICE_MODELS: z.string().min(1).optional().describe("Path of a JSON or YAML models file; unset serves only service-extract."),
-  REDIS_URL: z.string().url().optional().describe("Redis store URL; unset uses the in-process memory store."),
+  REDIS_URL: z.string().regex(/^(rediss?|redis-sentinel|redis-cluster):\/\//, "must be a redis://, rediss://, redis-sentinel:// or redis-cluster:// URL").optional().describe("Shared Redis store: redis://, rediss://, redis-sentinel://s1,s2/primary or redis-cluster://n1,n2; unset uses the in-process memory store."),
   CORE_URL: z.string().url().optional().describe("Run as an edge only, reaching a remote core over gRPC at this URL (h2c: http://core:50051)."),
   SLUICE_EDGE_TOKEN: z.string().min(32, "must be at least 32 characters").optional().describe("Secret shared by edges and cores of a split deployment; random per process when unset."),
   SLUICE_DEV_BOOTSTRAP: z.enum(["auto", "off"]).default("auto").describe("On an empty memory store, create a dev account and key and print them."),

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
+import { startRedisCluster, type RedisCluster } from "../../test/support/redis-cluster.ts";
 import { startRedisServer, type RedisServer } from "../../test/support/redis-server.ts";
 import { createMemoryStore } from "./memory/index.ts";
 import { connectRedis } from "./redis/client.ts";
@@ -23,12 +24,28 @@ async function redisStore(): Promise<Store> {
   return store;
 }
 
+let redisCluster: Promise<RedisCluster> | undefined;
+
+/** The same on a three-primary Cluster: any script touching keys of two slots would fail here. */
+async function redisClusterStore(): Promise<Store> {
+  redisCluster ??= startRedisCluster();
+  const { url } = await redisCluster;
+  const store = createRedisStore({ redis: await connectRedis(url), subscriber: await connectRedis(url), prefix: `t${randomUUID().slice(0, 8)}` });
+  opened.push(store);
+  return store;
+}
+
 afterAll(async () => {
   await Promise.all(opened.map((s) => s.close()));
   await (await redisServer)?.close();
+  await (await redisCluster)?.close();
 });
 
-const backends: [string, () => Store | Promise<Store>][] = [["memory", () => createMemoryStore()], ["redis", redisStore]];
+const backends: [string, () => Store | Promise<Store>][] = [
+  ["memory", () => createMemoryStore()],
+  ["redis", redisStore],
+  ["redis-cluster", redisClusterStore],
+];
 
 const NOW = Date.UTC(2026, 10, 15, 12, 0, 0);
 const PERIOD = "2026-11";

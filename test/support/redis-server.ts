@@ -44,7 +44,7 @@ function ping(port: number): Promise<boolean> {
  * Spawns `redis-server` on a free port. Fails loudly when the binary is missing: Redis suites
  * must never skip quietly (`.ci/run` installs it with apt).
  */
-export async function startRedisServer(options: { appendonly?: boolean } = {}): Promise<RedisServer> {
+export async function startRedisServer(options: { appendonly?: boolean; cluster?: boolean } = {}): Promise<RedisServer> {
   const probe = spawnSync("redis-server", ["--version"]);
   if (probe.error || probe.status !== 0) {
     throw new Error("redis-server is not installed or not on PATH: install it (apt-get install redis-server); Redis tests never skip");
@@ -53,7 +53,8 @@ export async function startRedisServer(options: { appendonly?: boolean } = {}): 
   const dir = mkdtempSync(join(tmpdir(), "sluice-redis-"));
   let child: ChildProcess | undefined;
   const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--dir", dir,
-    "--appendonly", options.appendonly ? "yes" : "no", "--appendfsync", "always", "--daemonize", "no", "--loglevel", "warning"];
+    "--appendonly", options.appendonly ? "yes" : "no", "--appendfsync", "always", "--daemonize", "no", "--loglevel", "warning",
+    ...(options.cluster ? ["--cluster-enabled", "yes", "--cluster-config-file", join(dir, "nodes.conf")] : [])];
 
   const start = async () => {
     child = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });

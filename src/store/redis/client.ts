@@ -1,5 +1,8 @@
-import { Redis, type RedisOptions } from "ioredis";
+import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { sluiceError } from "../../errors/catalogue.ts";
+
+/** A single server, a Sentinel-managed primary, or a Cluster: the store works with each. */
+export type RedisClient = Redis | Cluster;
 
 /**
  * Client options that make a Redis outage fail fast instead of hanging calls: no offline
@@ -18,9 +21,33 @@ export const FAIL_FAST: RedisOptions = {
 /** The delay a caller is asked to wait while Redis is unreachable. */
 export const REDIS_RETRY_MS = 1000;
 
+const hosts = (list: string) => list.split(",").filter(Boolean).map((hostPort) => {
+  const [host = "", port = ""] = hostPort.split(":");
+  return { host, port: Number(port) };
+});
+
+/**
+ * Builds a client for `REDIS_URL`:
+ * - `redis://[user:pass@]host:port[/db]` or `rediss://...` (TLS): one server;
+ * - `redis-sentinel://[user:pass@]s1:26379,s2:26379/<primary-name>`: the primary that the
+ *   Sentinels name, followed across failovers;
+ * - `redis-cluster://[user:pass@]n1:6379,n2:6379`: a Cluster, seeded from those nodes.
+ */
+export function createRedisClient(url: string): RedisClient {
+  const match = /^(redis-sentinel|redis-cluster):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/]+)(?:\/(.*))?$/.exec(url);
+  if (!match) return new Redis(url, { ...FAIL_FAST, lazyConnect: true });
+  const [, scheme, user, password, nodes = "", name] = match;
+  const auth = { ...(user && { username: decodeURIComponent(user) }), ...(password && { password: decodeURIComponent(password) }) };
+  if (scheme === "redis-sentinel") {
+    if (!name) throw new Error("REDIS_URL: a redis-sentinel:// URL names the primary after the hosts, as /<name>");
+    return new Redis({ ...FAIL_FAST, ...auth, lazyConnect: true, sentinels: hosts(nodes), name });
+  }
+  return new Cluster(hosts(nodes), { enableOfflineQueue: false, lazyConnect: true, redisOptions: { ...FAIL_FAST, ...auth } });
+}
+
 /** Connects to `url` and waits until the server is ready, or fails with a clear message. */
-export async function connectRedis(url: string, timeoutMs = 5000): Promise<Redis> {
-  const redis = new Redis(url, { ...FAIL_FAST, lazyConnect: true });
+export async function connectRedis(url: string, timeoutMs = 5000): Promise<RedisClient> {
+  const redis = createRedisClient(url);
   redis.on("error", () => {
     // Connection errors surface per command (as 503s) and through /readyz; reconnection is automatic.
   });

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "./client.ts";
 import type { AccountPatch, AccountRecord, Admission, ApiKeyRecord, Store, UsagePage, UsageRecordRow } from "../store.ts";
 import { createTtlCache } from "./cache.ts";
 import { guarded } from "./client.ts";
@@ -9,9 +9,9 @@ import { ADMIT, BALANCE, createScript, RELEASE, RESERVE, SETTLE, UPDATE_IF_EXIST
 
 export interface RedisStoreOptions {
   /** A connected client for commands. */
-  redis: Redis;
+  redis: RedisClient;
   /** A second connection for invalidation messages; without it only TTLs expire cached entries. */
-  subscriber?: Redis;
+  subscriber?: RedisClient;
   prefix?: string;
   /** How long cached keys and accounts live: changes elsewhere show within this time. */
   cacheTtlMs?: number;

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "./client.ts";
 
 /**
  * The Lua scripts that make each billing phase one atomic round trip. They are sent by
@@ -122,7 +122,7 @@ return 1
 
 /** A script runner: EVALSHA first, EVAL on NOSCRIPT (which also loads it for next time). */
 export interface Script {
-  run(redis: Redis, keys: string[], args: Array<string | number>): Promise<unknown>;
+  run(redis: RedisClient, keys: string[], args: Array<string | number>): Promise<unknown>;
 }
 
 export function createScript(source: string): Script {
