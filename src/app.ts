@@ -13,10 +13,10 @@ import { createExtractiveEngine } from "./engines/extractive/index.ts";
 import { BUILTIN_MODELS, createModelRegistry, loadModelsFile, ModelsFileError, type ModelEntry, type ModelRegistry } from "./engines/models.ts";
 import { createTokenizer, type Tokenizer } from "./engines/tokenizer.ts";
 import type { Logger } from "./logger.ts";
-import { createMetrics } from "./metrics.ts";
+import { createMetrics, type Metrics } from "./metrics.ts";
 import { createCore } from "./services/routes.ts";
 import { createMemoryStore } from "./store/memory/index.ts";
-import { connectRedis } from "./store/redis/client.ts";
+import { connectRedis, countCommands } from "./store/redis/client.ts";
 import { createRedisStore } from "./store/redis/index.ts";
 import type { Store } from "./store/store.ts";
 
@@ -67,10 +67,10 @@ async function loadModels(config: Config, tokenizer: Tokenizer): Promise<ModelRe
 }
 
 /** The memory store, or the shared Redis store when `REDIS_URL` is set. */
-async function createStore(config: Config): Promise<Store> {
+async function createStore(config: Config, metrics: Metrics): Promise<Store> {
   if (config.REDIS_URL === undefined) return createMemoryStore();
   const [redis, subscriber] = await Promise.all([connectRedis(config.REDIS_URL), connectRedis(config.REDIS_URL)]);
-  return createRedisStore({ redis, subscriber });
+  return createRedisStore({ redis: countCommands(redis, metrics.redisCommand), subscriber });
 }
 
 /**
@@ -88,7 +88,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
   const metrics = createMetrics();
 
   if (config.CORE_URL === undefined) {
-    store = options.store ?? (await createStore(config));
+    store = options.store ?? (await createStore(config, metrics));
     const tokenizer = createTokenizer();
     const models = options.models ?? (await loadModels(config, tokenizer));
     const core = createCore({

@@ -7,6 +7,8 @@ export interface Metrics {
   http(route: string, method: string, status: number, seconds: number): void;
   /** Counts one finished RPC of the core. */
   rpc(rpc: string, code: string, seconds: number): void;
+  /** Counts one command sent to Redis (one round trip; a Lua script is one). */
+  redisCommand(): void;
   render(): string;
 }
 
@@ -38,9 +40,18 @@ function family(name: string, help: string) {
 export function createMetrics(): Metrics {
   const http = family("sluice_http_requests", "HTTP requests served by the edge.");
   const rpc = family("sluice_rpcs", "RPCs served by the core.");
+  let redisCommands = 0;
   return {
+    redisCommand: () => void (redisCommands += 1),
     http: (route, method, status, seconds) => http.observe({ route, method, status: String(status) }, seconds),
     rpc: (name, code, seconds) => rpc.observe({ rpc: name, code }, seconds),
-    render: () => `${http.render()}\n${rpc.render()}\n`,
+    render: () => [
+      http.render(),
+      rpc.render(),
+      "# HELP sluice_redis_commands_total Commands sent to Redis (a Lua script counts once).",
+      "# TYPE sluice_redis_commands_total counter",
+      `sluice_redis_commands_total ${redisCommands}`,
+      "",
+    ].join("\n"),
   };
 }

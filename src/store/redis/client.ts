@@ -63,6 +63,21 @@ export async function connectRedis(url: string, timeoutMs = 5000): Promise<Redis
   return redis;
 }
 
+/**
+ * Calls `onCommand` for every command the client sends (a script counts once), so the
+ * round trips a call costs can be watched in `/metrics` and measured by the benchmark.
+ */
+export function countCommands(client: RedisClient, onCommand: () => void): RedisClient {
+  const send = client.sendCommand.bind(client) as (...args: unknown[]) => unknown;
+  Object.defineProperty(client, "sendCommand", {
+    value: (...args: unknown[]) => {
+      onCommand();
+      return send(...args);
+    },
+  });
+  return client;
+}
+
 /** Runs a Redis operation, turning any Redis failure into a structured 503. */
 export async function guarded<T>(operation: () => Promise<T>): Promise<T> {
   try {
