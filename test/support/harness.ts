@@ -1,4 +1,5 @@
 import { createClient, type Client } from "@connectrpc/connect";
+import { afterAll } from "vitest";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { AdminService } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { startApp, type App, type AppOptions } from "../../src/app.ts";
@@ -13,16 +14,17 @@ import { startRedisServer, type RedisServer } from "./redis-server.ts";
 export const TEST_STORE = process.env.SLUICE_TEST_STORE === "redis" ? "redis" : "memory";
 let fileRedis: Promise<RedisServer> | undefined;
 
-/** The REDIS_URL for this test file's apps, or nothing on the memory store. */
-async function storeEnv(): Promise<Record<string, string>> {
-  if (TEST_STORE !== "redis") return {};
-  if (!fileRedis) {
-    fileRedis = startRedisServer();
-    const server = await fileRedis;
-    process.once("exit", () => void server.close());
-  }
+/** The REDIS_URL for this test file's apps, or nothing on the memory store or when the test names its own. */
+async function storeEnv(env: Record<string, string>): Promise<Record<string, string>> {
+  if (TEST_STORE !== "redis" || env.REDIS_URL !== undefined) return {};
+  fileRedis ??= startRedisServer();
   return { REDIS_URL: (await fileRedis).url };
 }
+
+// Registered when a test file imports the harness, so it runs after the file's own hooks.
+afterAll(async () => {
+  await (await fileRedis)?.close();
+});
 
 /** The admin token every test app uses. */
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
@@ -39,7 +41,7 @@ export interface TestApp extends App {
 export async function startTestApp(env: Record<string, string> = {}, options: Partial<AppOptions> = {}): Promise<TestApp> {
   const config = loadConfig({
     PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1", SLUICE_ADMIN_TOKEN: ADMIN_TOKEN, SLUICE_LOG: "silent",
-    ...(await storeEnv()), ...env,
+    ...(await storeEnv(env)), ...env,
   });
   const app = await startApp(config, { logger: silentLogger, ...options });
   if (!app.coreUrl) throw new Error("test app has no core");

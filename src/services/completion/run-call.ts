@@ -6,13 +6,31 @@ import type { Model, ModelRegistry } from "../../engines/models.ts";
 import type { Tokenizer } from "../../engines/tokenizer.ts";
 import { reasonOf, sluiceError } from "../../errors/catalogue.ts";
 import type { Logger } from "../../logger.ts";
-import type { AccountRecord, ReserveRequest, Store } from "../../store/store.ts";
+import type { AccountRecord, ReserveRequest, SettleRequest, Store } from "../../store/store.ts";
 import type { Principal } from "../auth/index.ts";
 import { costUsdMicros, msUntilNextPeriod, periodOf } from "./pricing.ts";
 import type { ChatCall } from "./validate.ts";
 
 /** The retry delay suggested when an engine is unavailable. */
 const UNAVAILABLE_RETRY_MS = 1000;
+
+/** Back-offs between settle attempts; settle is idempotent per completion id, so retrying is safe. */
+const SETTLE_RETRIES_MS = [50, 250];
+
+/**
+ * Settles a call, retrying a store failure: a settle whose reply was lost may have happened,
+ * and giving up at once would then report a failure for a call that was charged.
+ */
+async function settleWithRetry(store: Store, request: SettleRequest): Promise<void> {
+  for (const delay of SETTLE_RETRIES_MS) {
+    try {
+      return await store.settle(request);
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+  return store.settle(request);
+}
 
 /** SPEC's input limit, in tokens. */
 export const MAX_INPUT_TOKENS = 32_768;
@@ -136,8 +154,8 @@ export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream:
             const more = await deps.store.reserve({ ...reservation, minimum: needed - reserved, maximum: Math.max(needed, worst) - reserved, nowMs: deps.now() });
             if (more === 0) {
               if (stream) {
+                await settleWithRetry(deps.store, { ...reservation, chargeUsdMicros: Math.min(reserved, costUsdMicros(model, promptTokens, produced)) });
                 settled = true;
-                await deps.store.settle({ ...reservation, chargeUsdMicros: Math.min(reserved, costUsdMicros(model, promptTokens, produced)) });
               }
               throw sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(deps.now()) });
             }
@@ -150,8 +168,7 @@ export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream:
         const prompt = event.usage?.promptTokens ?? promptTokens;
         const completion = event.usage?.completionTokens ?? produced;
         const charge = Math.min(reserved, costUsdMicros(model, prompt, completion));
-        settled = true;
-        await deps.store.settle({
+        await settleWithRetry(deps.store, {
           ...reservation,
           chargeUsdMicros: charge,
           record: {
@@ -159,6 +176,7 @@ export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream:
             promptTokens: prompt, completionTokens: completion, costUsdMicros: charge, createTimeMs: deps.now(),
           },
         });
+        settled = true;
         yield { type: "finish", finishReason: event.finishReason };
         yield { type: "usage", promptTokens: prompt, completionTokens: completion };
         return;

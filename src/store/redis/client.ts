@@ -6,13 +6,15 @@ export type RedisClient = Redis | Cluster;
 
 /**
  * Client options that make a Redis outage fail fast instead of hanging calls: no offline
- * queue (a command while disconnected fails at once), a per-command timeout, and endless
+ * queue (a command while disconnected fails at once), a per-command timeout as the last guard
+ * against a hung server (long enough not to fire on a busy event loop: a timed-out write may
+ * still have happened), and endless
  * reconnection in the background so the service recovers without a restart.
  */
 export const FAIL_FAST: RedisOptions = {
   enableOfflineQueue: false,
   maxRetriesPerRequest: 0,
-  commandTimeout: 800,
+  commandTimeout: 2000,
   connectTimeout: 1000,
   retryStrategy: (attempt: number) => Math.min(50 * attempt, 500),
   enableReadyCheck: true,
