@@ -27,7 +27,16 @@ export async function admitCall(deps: CallDeps, principal: Principal, params: Ch
   } catch (err) {
     refusal = err;
   }
-  const admission = await deps.store.admit(principal.apiKey, now, plan?.reservation);
+  let admission;
+  try {
+    admission = await deps.store.admit(principal.apiKey, now, plan?.reservation);
+  } catch (err) {
+    // A reply lost to a timeout does not mean the script did not run: drop the hold it may
+    // have taken. The release follows the admission on the same connection, and is a no-op
+    // when there is no hold.
+    if (plan) await deps.store.release(plan.reservation.accountId, plan.period, plan.reservation.reservationId).catch(() => undefined);
+    throw err;
+  }
   const headers = rateLimitHeaders(admission);
   for (const [name, value] of Object.entries(headers)) ctx.responseHeader.set(name, value);
   if (!admission.allowed) throw sluiceError("api_key_rate_limited", { retryAfterMs: admission.retryAfterMs, headers });
