@@ -1,7 +1,13 @@
 import { defineConfig } from "vitest/config";
 
-/** Suites that do not touch a store, so running them twice would prove nothing new. */
-const STORELESS = ["test/architecture.test.ts", "test/readme.test.ts", "test/dev-bootstrap.test.ts"];
+/**
+ * Suites the `e2e-redis` project leaves out: they touch no store, or they spawn Redis servers
+ * of their own whatever the project, so running them twice would prove nothing new.
+ */
+const ONCE = [
+  "test/architecture.test.ts", "test/readme.test.ts", "test/dev-bootstrap.test.ts",
+  "test/redis-faults.test.ts", "test/multi-process.test.ts", "test/redis-shared-cache.test.ts",
+];
 
 export default defineConfig({
   test: {
@@ -17,7 +23,7 @@ export default defineConfig({
       {
         extends: true,
         // The whole end-to-end suite again, each file on a redis-server of its own.
-        test: { name: "e2e-redis", include: ["test/**/*.test.ts"], exclude: STORELESS, env: { SLUICE_TEST_STORE: "redis" } },
+        test: { name: "e2e-redis", include: ["test/**/*.test.ts"], exclude: ONCE, env: { SLUICE_TEST_STORE: "redis" } },
       },
     ],
   },
