@@ -1,3 +1,4 @@
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { FinishReason } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
 
 /** One turn of the conversation, as every engine sees it. */
@@ -5,6 +6,10 @@ export interface EngineMessage {
   role: string;
   content: string;
   name?: string;
+  /** For a tool message: the tool call it answers. */
+  toolCallId?: string;
+  /** For an assistant message: the tool calls it made (OpenAI JSON shape). */
+  toolCalls?: JsonObject[];
 }
 
 /**
@@ -27,6 +32,12 @@ export interface EngineRequest {
   presencePenalty?: number;
   frequencyPenalty?: number;
   user?: string;
+  /** Tools, tool choice and response format in the OpenAI JSON shape; engines that cannot honour them ignore them. */
+  tools?: JsonObject[];
+  toolChoice?: JsonValue;
+  responseFormat?: JsonObject;
+  logprobs?: boolean;
+  topLogprobs?: number;
 }
 
 /** A piece of generated text and how many output tokens it holds. */
@@ -34,6 +45,8 @@ export interface EngineDelta {
   type: "delta";
   text: string;
   tokens: number;
+  /** Partial tool calls (the OpenAI `delta.tool_calls` array), merged by their `index`. */
+  toolCalls?: JsonValue[];
 }
 
 /**
@@ -44,6 +57,8 @@ export interface EngineDone {
   type: "done";
   finishReason: FinishReason;
   usage?: { promptTokens: number; completionTokens: number };
+  /** Log probabilities of the whole answer (OpenAI JSON shape), when asked for. */
+  logprobs?: JsonObject;
 }
 
 export type EngineEvent = EngineDelta | EngineDone;

@@ -1,4 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { toJson, type JsonValue } from "@bufbuild/protobuf";
+import { ListValueSchema } from "@bufbuild/protobuf/wkt";
 import type { ConnectError } from "@connectrpc/connect";
 import { FinishReason, type StreamChatCompletionResponse, type Usage } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { reasonOf, sluiceError, STREAM_INTERNAL_ERROR, streamAbortPayload } from "../../errors/catalogue.ts";
@@ -14,6 +16,8 @@ const FINISH: Record<FinishReason, string | null> = {
   [FinishReason.UNSPECIFIED]: null,
   [FinishReason.STOP]: "stop",
   [FinishReason.LENGTH]: "length",
+  [FinishReason.TOOL_CALLS]: "tool_calls",
+  [FinishReason.CONTENT_FILTER]: "content_filter",
 };
 const finishOf = (reason: FinishReason): string | null => FINISH[reason] ?? null;
 
@@ -87,7 +91,12 @@ export async function handleChat(req: IncomingMessage, res: ServerResponse, deps
         object: "chat.completion",
         created: Number(out.created),
         model: out.model,
-        choices: [{ index: 0, message: { role: "assistant", content: out.content }, logprobs: null, finish_reason: finishOf(out.finishReason) }],
+        choices: [{
+          index: 0,
+          message: { role: "assistant", content: out.content, ...(out.toolCalls.length > 0 && { tool_calls: out.toolCalls }) },
+          logprobs: out.logprobs ?? null,
+          finish_reason: finishOf(out.finishReason),
+        }],
         usage: usageJson(out.usage),
       }, keyed);
     }
@@ -114,7 +123,7 @@ async function streamChat(res: ServerResponse, deps: EdgeDeps, events: AsyncIter
   let held: { event: StreamChatCompletionResponse; text: string } | undefined;
   let holdTimer: NodeJS.Timeout | undefined;
   let sentRole = false;
-  const chunk = (e: StreamChatCompletionResponse, delta: Record<string, string>, finish: string | null) => {
+  const chunk = (e: StreamChatCompletionResponse, delta: Record<string, JsonValue>, finish: string | null) => {
     sse.data({
       id: e.id, object: "chat.completion.chunk", created: Number(e.created), model: e.model,
       choices: [{ index: 0, delta: sentRole ? delta : { role: "assistant", ...delta }, logprobs: null, finish_reason: finish }],
@@ -136,6 +145,9 @@ async function streamChat(res: ServerResponse, deps: EdgeDeps, events: AsyncIter
         flush();
         held = { event: e, text: e.event.value };
         holdTimer = setTimeout(() => flush(), HOLD_MS);
+      } else if (e.event.case === "toolCalls") {
+        flush();
+        chunk(e, { tool_calls: toJson(ListValueSchema, e.event.value) }, null);
       } else if (e.event.case === "finishReason") {
         flush(finishOf(e.event.value), e);
       } else if (e.event.case === "usage") {

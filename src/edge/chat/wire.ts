@@ -1,4 +1,5 @@
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { fromJson, type MessageInitShape } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
 import type { ChatParamsSchema } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 
@@ -7,18 +8,23 @@ import type { ChatParamsSchema } from "../../../gen/sluice/completion/v1/complet
  * translation into `ChatParams`. This module checks types only; every rule (ranges,
  * required fields, limits) belongs to the core, which applies it to gRPC callers too.
  *
- * Unknown fields are ignored, as many OpenAI-compatible servers do, so that clients sending
- * newer parameters keep working; text parts of array content are joined with newlines.
+ * Unknown fields are dropped, never forwarded upstream, as many OpenAI-compatible servers do,
+ * so that clients sending newer parameters keep working and the upstream sees only what
+ * Sluice validated; text parts of array content are joined with newlines.
  */
 const nullable = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => v ?? undefined);
 
 const textPart = z.object({ type: z.literal("text"), text: z.string() });
 const content = z.union([z.string(), z.array(textPart).transform((parts) => parts.map((p) => p.text).join("\n"))]);
 
+const jsonObject = z.record(z.string(), z.json());
+
 const message = z.object({
   role: z.string(),
   content: nullable(content),
   name: nullable(z.string()),
+  tool_call_id: nullable(z.string()),
+  tool_calls: nullable(z.array(jsonObject)),
 });
 
 /** SPEC: a max_tokens that is not a positive integer means "no limit given" (4,096). */
@@ -39,6 +45,11 @@ const request = z.object({
   presence_penalty: nullable(z.number()),
   frequency_penalty: nullable(z.number()),
   n: nullable(z.number().int().min(-(2 ** 31)).max(2 ** 31 - 1)),
+  tools: nullable(z.array(jsonObject)),
+  tool_choice: nullable(z.union([z.string(), jsonObject])),
+  response_format: nullable(jsonObject),
+  logprobs: nullable(z.boolean()),
+  top_logprobs: nullable(z.number().int().min(-(2 ** 31)).max(2 ** 31 - 1)),
 });
 
 /** A translated chat request: the core's params and whether to stream. */
@@ -66,7 +77,13 @@ export function fromWire(body: Record<string, unknown>): WireChat | WireError {
     stream: b.stream ?? false,
     params: {
       model: b.model ?? "",
-      messages: (b.messages ?? []).map((m) => ({ role: m.role, content: m.content ?? "", ...(m.name !== undefined && { name: m.name }) })),
+      messages: (b.messages ?? []).map((m) => ({
+        role: m.role,
+        content: m.content ?? "",
+        ...(m.name !== undefined && { name: m.name }),
+        ...(m.tool_call_id !== undefined && { toolCallId: m.tool_call_id }),
+        ...(m.tool_calls !== undefined && { toolCalls: m.tool_calls }),
+      })),
       ...(b.prompt !== undefined && { prompt: b.prompt }),
       ...(maxTokensValue !== undefined && { maxTokens: maxTokensValue }),
       ...(b.temperature !== undefined && { temperature: b.temperature }),
@@ -77,6 +94,11 @@ export function fromWire(body: Record<string, unknown>): WireChat | WireError {
       ...(b.presence_penalty !== undefined && { presencePenalty: b.presence_penalty }),
       ...(b.frequency_penalty !== undefined && { frequencyPenalty: b.frequency_penalty }),
       ...(b.n !== undefined && { n: b.n }),
+      ...(b.tools !== undefined && { tools: b.tools }),
+      ...(b.tool_choice !== undefined && { toolChoice: fromJson(ValueSchema, b.tool_choice) }),
+      ...(b.response_format !== undefined && { responseFormat: b.response_format }),
+      ...(b.logprobs !== undefined && { logprobs: b.logprobs }),
+      ...(b.top_logprobs !== undefined && { topLogprobs: b.top_logprobs }),
     },
   };
 }

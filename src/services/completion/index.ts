@@ -1,5 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { fromJson, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
+import { ListValueSchema } from "@bufbuild/protobuf/wkt";
 import {
   CompletionService, FinishReason,
   type CreateChatCompletionResponseSchema, type StreamChatCompletionResponseSchema,
@@ -7,6 +8,7 @@ import {
 import { requirePrincipal } from "../auth/index.ts";
 import { admitCall } from "./admission.ts";
 import type { CallDeps } from "./run-call.ts";
+import { mergeToolCallDeltas } from "./tool-calls.ts";
 
 type StreamOut = MessageInitShape<typeof StreamChatCompletionResponseSchema>;
 type UnaryOut = MessageInitShape<typeof CreateChatCompletionResponseSchema>;
@@ -25,12 +27,20 @@ export function createCompletionService(deps: CallDeps): Partial<ServiceImpl<typ
       let content = "";
       let finishReason: FinishReason = FinishReason.UNSPECIFIED;
       let usage = usageOf(0, 0);
+      let logprobs: JsonObject | undefined;
+      const toolCalls: JsonObject[] = [];
       for await (const event of events) {
-        if (event.type === "delta") content += event.text;
-        else if (event.type === "finish") finishReason = event.finishReason;
-        else usage = usageOf(event.promptTokens, event.completionTokens);
+        if (event.type === "delta") {
+          content += event.text;
+          if (event.toolCalls) mergeToolCallDeltas(toolCalls, event.toolCalls);
+        } else if (event.type === "finish") {
+          finishReason = event.finishReason;
+          logprobs = event.logprobs;
+        } else {
+          usage = usageOf(event.promptTokens, event.completionTokens);
+        }
       }
-      return { id: header.id, model: header.model, created: BigInt(header.created), content, finishReason, usage };
+      return { id: header.id, model: header.model, created: BigInt(header.created), content, finishReason, usage, toolCalls, ...(logprobs && { logprobs }) };
     },
 
     listModels() {
@@ -42,7 +52,10 @@ export function createCompletionService(deps: CallDeps): Partial<ServiceImpl<typ
       const { header, events } = await admitCall(deps, principal, req.params, true, ctx);
       const base = { id: header.id, model: header.model, created: BigInt(header.created) };
       for await (const event of events) {
-        if (event.type === "delta") yield { ...base, event: { case: "delta", value: event.text } };
+        if (event.type === "delta") {
+          if (event.toolCalls) yield { ...base, event: { case: "toolCalls", value: fromJson(ListValueSchema, event.toolCalls) } };
+          if (event.text) yield { ...base, event: { case: "delta", value: event.text } };
+        }
         else if (event.type === "finish") yield { ...base, event: { case: "finishReason", value: event.finishReason } };
         else yield { ...base, event: { case: "usage", value: usageOf(event.promptTokens, event.completionTokens) } };
       }

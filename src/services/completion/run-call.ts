@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { EngineRequest } from "../../engines/engine.ts";
@@ -46,8 +47,8 @@ export interface CallDeps {
 
 /** What a call yields, in order: deltas, then the finish, then the billed usage. */
 export type CallEvent =
-  | { type: "delta"; text: string }
-  | { type: "finish"; finishReason: FinishReason }
+  | { type: "delta"; text: string; toolCalls?: JsonValue[] }
+  | { type: "finish"; finishReason: FinishReason; logprobs?: JsonObject }
   | { type: "usage"; promptTokens: number; completionTokens: number };
 
 /** The identity of a running call, fixed before its first event. */
@@ -114,6 +115,11 @@ export async function planCall(deps: CallDeps, principal: Principal, call: ChatC
       ...(call.presencePenalty !== undefined && { presencePenalty: call.presencePenalty }),
       ...(call.frequencyPenalty !== undefined && { frequencyPenalty: call.frequencyPenalty }),
       ...(call.user !== undefined && { user: call.user }),
+      ...(call.tools !== undefined && { tools: call.tools }),
+      ...(call.toolChoice !== undefined && { toolChoice: call.toolChoice }),
+      ...(call.responseFormat !== undefined && { responseFormat: call.responseFormat }),
+      ...(call.logprobs !== undefined && { logprobs: call.logprobs }),
+      ...(call.topLogprobs !== undefined && { topLogprobs: call.topLogprobs }),
     },
   };
 }
@@ -162,7 +168,7 @@ export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream:
             reserved += more;
           }
           produced += event.tokens;
-          if (event.text) yield { type: "delta", text: event.text };
+          if (event.text || event.toolCalls) yield { type: "delta", text: event.text, ...(event.toolCalls && { toolCalls: event.toolCalls }) };
           continue;
         }
         const prompt = event.usage?.promptTokens ?? promptTokens;
@@ -177,7 +183,7 @@ export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream:
           },
         });
         settled = true;
-        yield { type: "finish", finishReason: event.finishReason };
+        yield { type: "finish", finishReason: event.finishReason, ...(event.logprobs && { logprobs: event.logprobs }) };
         yield { type: "usage", promptTokens: prompt, completionTokens: completion };
         return;
       }

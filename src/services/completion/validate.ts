@@ -1,3 +1,5 @@
+import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
 import type { ChatParams } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { DEFAULT_MODEL } from "../../engines/models.ts";
@@ -8,10 +10,14 @@ export const MAX_TOKENS_CEILING = 4096;
 
 const roles = z.enum(["system", "developer", "user", "assistant", "tool", "function"]);
 
+const json = z.custom<JsonObject>((v) => typeof v === "object" && v !== null && !Array.isArray(v), "must be an object");
+
 const messageSchema = z.object({
   role: roles,
   content: z.string(),
   name: z.string().min(1).max(256).optional(),
+  toolCallId: z.string().min(1).max(256).optional(),
+  toolCalls: z.array(json).max(128).optional(),
 });
 
 /**
@@ -32,6 +38,11 @@ const chatSchema = z.object({
   presencePenalty: z.number().min(-2).max(2).optional(),
   frequencyPenalty: z.number().min(-2).max(2).optional(),
   n: z.number().int().min(1).max(1, "only n = 1 is served").optional(),
+  tools: z.array(json).max(128).optional(),
+  toolChoice: z.custom<JsonValue>((v) => typeof v === "string" || json.safeParse(v).success, "must be a string or an object").optional(),
+  responseFormat: json.optional(),
+  logprobs: z.boolean().optional(),
+  topLogprobs: z.number().int().min(0).max(20).optional(),
 }).superRefine((p, ctx) => {
   if (p.messages.length === 0 && p.prompt === undefined) ctx.addIssue({ code: "custom", path: ["messages"], message: "messages or prompt is required" });
   if (p.messages.length > 0 && p.prompt !== undefined) ctx.addIssue({ code: "custom", path: ["prompt"], message: "give messages or prompt, not both" });
@@ -47,7 +58,9 @@ export type ChatCall = z.infer<typeof chatSchema>;
 export function validateChatParams(params: ChatParams | undefined): ChatCall {
   const parsed = chatSchema.safeParse({
     model: params?.model ?? "",
-    messages: (params?.messages ?? []).map((m) => ({ role: m.role, content: m.content, name: m.name })),
+    messages: (params?.messages ?? []).map((m) => ({
+      role: m.role, content: m.content, name: m.name, toolCallId: m.toolCallId, ...(m.toolCalls.length > 0 && { toolCalls: m.toolCalls }),
+    })),
     prompt: params?.prompt,
     maxTokens: params?.maxTokens,
     temperature: params?.temperature,
@@ -58,6 +71,11 @@ export function validateChatParams(params: ChatParams | undefined): ChatCall {
     presencePenalty: params?.presencePenalty,
     frequencyPenalty: params?.frequencyPenalty,
     n: params?.n,
+    tools: params?.tools.length ? params.tools : undefined,
+    toolChoice: params?.toolChoice ? toJson(ValueSchema, params.toolChoice) : undefined,
+    responseFormat: params?.responseFormat,
+    logprobs: params?.logprobs,
+    topLogprobs: params?.topLogprobs,
   });
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];

@@ -6,13 +6,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Message, UnknownEnum } from "@bufbuild/protobuf";
+import type { ListValue, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { JsonObject, Message, UnknownEnum } from "@bufbuild/protobuf";
 
 /**
  * Describes the file sluice/completion/v1/completion_service.proto.
  */
 export const file_sluice_completion_v1_completion_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci1zbHVpY2UvY29tcGxldGlvbi92MS9jb21wbGV0aW9uX3NlcnZpY2UucHJvdG8SFHNsdWljZS5jb21wbGV0aW9uLnYxIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IkEKEkxpc3RNb2RlbHNSZXNwb25zZRIrCgZtb2RlbHMYASADKAsyGy5zbHVpY2UuY29tcGxldGlvbi52MS5Nb2RlbCIlCgVNb2RlbBIKCgJpZBgBIAEoCRIQCghvd25lZF9ieRgCIAEoCSJICgtDaGF0TWVzc2FnZRIMCgRyb2xlGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSEQoEbmFtZRgDIAEoCUgAiAEBQgcKBV9uYW1lIqYDCgpDaGF0UGFyYW1zEg0KBW1vZGVsGAEgASgJEjMKCG1lc3NhZ2VzGAIgAygLMiEuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdE1lc3NhZ2USEwoGcHJvbXB0GAMgASgJSACIAQESFwoKbWF4X3Rva2VucxgEIAEoA0gBiAEBEhgKC3RlbXBlcmF0dXJlGAUgASgBSAKIAQESEgoFdG9wX3AYBiABKAFIA4gBARIMCgRzdG9wGAcgAygJEhEKBHNlZWQYCCABKANIBIgBARIRCgR1c2VyGAkgASgJSAWIAQESHQoQcHJlc2VuY2VfcGVuYWx0eRgKIAEoAUgGiAEBEh4KEWZyZXF1ZW5jeV9wZW5hbHR5GAsgASgBSAeIAQESDgoBbhgMIAEoBUgIiAEBQgkKB19wcm9tcHRCDQoLX21heF90b2tlbnNCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEIHCgVfc2VlZEIHCgVfdXNlckITChFfcHJlc2VuY2VfcGVuYWx0eUIUChJfZnJlcXVlbmN5X3BlbmFsdHlCBAoCX24iTwoFVXNhZ2USFQoNcHJvbXB0X3Rva2VucxgBIAEoAxIZChFjb21wbGV0aW9uX3Rva2VucxgCIAEoAxIUCgx0b3RhbF90b2tlbnMYAyABKAMiTwobQ3JlYXRlQ2hhdENvbXBsZXRpb25SZXF1ZXN0EjAKBnBhcmFtcxgBIAEoCzIgLnNsdWljZS5jb21wbGV0aW9uLnYxLkNoYXRQYXJhbXMiwgEKHENyZWF0ZUNoYXRDb21wbGV0aW9uUmVzcG9uc2USCgoCaWQYASABKAkSDQoFbW9kZWwYAiABKAkSDwoHY3JlYXRlZBgDIAEoAxIPCgdjb250ZW50GAQgASgJEjkKDWZpbmlzaF9yZWFzb24YBSABKA4yIi5zbHVpY2UuY29tcGxldGlvbi52MS5GaW5pc2hSZWFzb24SKgoFdXNhZ2UYBiABKAsyGy5zbHVpY2UuY29tcGxldGlvbi52MS5Vc2FnZSJPChtTdHJlYW1DaGF0Q29tcGxldGlvblJlcXVlc3QSMAoGcGFyYW1zGAEgASgLMiAuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdFBhcmFtcyLPAQocU3RyZWFtQ2hhdENvbXBsZXRpb25SZXNwb25zZRIKCgJpZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdjcmVhdGVkGAMgASgDEg8KBWRlbHRhGAQgASgJSAASOwoNZmluaXNoX3JlYXNvbhgFIAEoDjIiLnNsdWljZS5jb21wbGV0aW9uLnYxLkZpbmlzaFJlYXNvbkgAEiwKBXVzYWdlGAYgASgLMhsuc2x1aWNlLmNvbXBsZXRpb24udjEuVXNhZ2VIAEIHCgVldmVudCpfCgxGaW5pc2hSZWFzb24SHQoZRklOSVNIX1JFQVNPTl9VTlNQRUNJRklFRBAAEhYKEkZJTklTSF9SRUFTT05fU1RPUBABEhgKFEZJTklTSF9SRUFTT05fTEVOR1RIEAIy9AIKEUNvbXBsZXRpb25TZXJ2aWNlEn0KFENyZWF0ZUNoYXRDb21wbGV0aW9uEjEuc2x1aWNlLmNvbXBsZXRpb24udjEuQ3JlYXRlQ2hhdENvbXBsZXRpb25SZXF1ZXN0GjIuc2x1aWNlLmNvbXBsZXRpb24udjEuQ3JlYXRlQ2hhdENvbXBsZXRpb25SZXNwb25zZRJ/ChRTdHJlYW1DaGF0Q29tcGxldGlvbhIxLnNsdWljZS5jb21wbGV0aW9uLnYxLlN0cmVhbUNoYXRDb21wbGV0aW9uUmVxdWVzdBoyLnNsdWljZS5jb21wbGV0aW9uLnYxLlN0cmVhbUNoYXRDb21wbGV0aW9uUmVzcG9uc2UwARJfCgpMaXN0TW9kZWxzEicuc2x1aWNlLmNvbXBsZXRpb24udjEuTGlzdE1vZGVsc1JlcXVlc3QaKC5zbHVpY2UuY29tcGxldGlvbi52MS5MaXN0TW9kZWxzUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("Ci1zbHVpY2UvY29tcGxldGlvbi92MS9jb21wbGV0aW9uX3NlcnZpY2UucHJvdG8SFHNsdWljZS5jb21wbGV0aW9uLnYxIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IkEKEkxpc3RNb2RlbHNSZXNwb25zZRIrCgZtb2RlbHMYASADKAsyGy5zbHVpY2UuY29tcGxldGlvbi52MS5Nb2RlbCIlCgVNb2RlbBIKCgJpZBgBIAEoCRIQCghvd25lZF9ieRgCIAEoCSKhAQoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhEKBG5hbWUYAyABKAlIAIgBARIZCgx0b29sX2NhbGxfaWQYBCABKAlIAYgBARIrCgp0b29sX2NhbGxzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIHCgVfbmFtZUIPCg1fdG9vbF9jYWxsX2lkIv0ECgpDaGF0UGFyYW1zEg0KBW1vZGVsGAEgASgJEjMKCG1lc3NhZ2VzGAIgAygLMiEuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdE1lc3NhZ2USEwoGcHJvbXB0GAMgASgJSACIAQESFwoKbWF4X3Rva2VucxgEIAEoA0gBiAEBEhgKC3RlbXBlcmF0dXJlGAUgASgBSAKIAQESEgoFdG9wX3AYBiABKAFIA4gBARIMCgRzdG9wGAcgAygJEhEKBHNlZWQYCCABKANIBIgBARIRCgR1c2VyGAkgASgJSAWIAQESHQoQcHJlc2VuY2VfcGVuYWx0eRgKIAEoAUgGiAEBEh4KEWZyZXF1ZW5jeV9wZW5hbHR5GAsgASgBSAeIAQESDgoBbhgMIAEoBUgIiAEBEiYKBXRvb2xzGA0gAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIrCgt0b29sX2Nob2ljZRgOIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIwCg9yZXNwb25zZV9mb3JtYXQYDyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKCGxvZ3Byb2JzGBAgASgISAmIAQESGQoMdG9wX2xvZ3Byb2JzGBEgASgFSAqIAQFCCQoHX3Byb21wdEINCgtfbWF4X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCCAoGX3RvcF9wQgcKBV9zZWVkQgcKBV91c2VyQhMKEV9wcmVzZW5jZV9wZW5hbHR5QhQKEl9mcmVxdWVuY3lfcGVuYWx0eUIECgJfbkILCglfbG9ncHJvYnNCDwoNX3RvcF9sb2dwcm9icyJPCgVVc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgDEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgDEhQKDHRvdGFsX3Rva2VucxgDIAEoAyJPChtDcmVhdGVDaGF0Q29tcGxldGlvblJlcXVlc3QSMAoGcGFyYW1zGAEgASgLMiAuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdFBhcmFtcyKaAgocQ3JlYXRlQ2hhdENvbXBsZXRpb25SZXNwb25zZRIKCgJpZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdjcmVhdGVkGAMgASgDEg8KB2NvbnRlbnQYBCABKAkSOQoNZmluaXNoX3JlYXNvbhgFIAEoDjIiLnNsdWljZS5jb21wbGV0aW9uLnYxLkZpbmlzaFJlYXNvbhIqCgV1c2FnZRgGIAEoCzIbLnNsdWljZS5jb21wbGV0aW9uLnYxLlVzYWdlEisKCnRvb2xfY2FsbHMYByADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EikKCGxvZ3Byb2JzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJPChtTdHJlYW1DaGF0Q29tcGxldGlvblJlcXVlc3QSMAoGcGFyYW1zGAEgASgLMiAuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdFBhcmFtcyKBAgocU3RyZWFtQ2hhdENvbXBsZXRpb25SZXNwb25zZRIKCgJpZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdjcmVhdGVkGAMgASgDEg8KBWRlbHRhGAQgASgJSAASOwoNZmluaXNoX3JlYXNvbhgFIAEoDjIiLnNsdWljZS5jb21wbGV0aW9uLnYxLkZpbmlzaFJlYXNvbkgAEiwKBXVzYWdlGAYgASgLMhsuc2x1aWNlLmNvbXBsZXRpb24udjEuVXNhZ2VIABIwCgp0b29sX2NhbGxzGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZUgAQgcKBWV2ZW50Kp8BCgxGaW5pc2hSZWFzb24SHQoZRklOSVNIX1JFQVNPTl9VTlNQRUNJRklFRBAAEhYKEkZJTklTSF9SRUFTT05fU1RPUBABEhgKFEZJTklTSF9SRUFTT05fTEVOR1RIEAISHAoYRklOSVNIX1JFQVNPTl9UT09MX0NBTExTEAMSIAocRklOSVNIX1JFQVNPTl9DT05URU5UX0ZJTFRFUhAEMvQCChFDb21wbGV0aW9uU2VydmljZRJ9ChRDcmVhdGVDaGF0Q29tcGxldGlvbhIxLnNsdWljZS5jb21wbGV0aW9uLnYxLkNyZWF0ZUNoYXRDb21wbGV0aW9uUmVxdWVzdBoyLnNsdWljZS5jb21wbGV0aW9uLnYxLkNyZWF0ZUNoYXRDb21wbGV0aW9uUmVzcG9uc2USfwoUU3RyZWFtQ2hhdENvbXBsZXRpb24SMS5zbHVpY2UuY29tcGxldGlvbi52MS5TdHJlYW1DaGF0Q29tcGxldGlvblJlcXVlc3QaMi5zbHVpY2UuY29tcGxldGlvbi52MS5TdHJlYW1DaGF0Q29tcGxldGlvblJlc3BvbnNlMAESXwoKTGlzdE1vZGVscxInLnNsdWljZS5jb21wbGV0aW9uLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Giguc2x1aWNlLmNvbXBsZXRpb24udjEuTGlzdE1vZGVsc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct]);
 
 /**
  * ListModelsRequest carries nothing: every caller sees every model.
@@ -104,6 +106,20 @@ export type ChatMessage = Message<"sluice.completion.v1.ChatMessage"> & {
    * @generated from field: optional string name = 3;
    */
   name?: string | undefined;
+
+  /**
+   * For a tool message: the id of the tool call it answers.
+   *
+   * @generated from field: optional string tool_call_id = 4;
+   */
+  toolCallId?: string | undefined;
+
+  /**
+   * For an assistant message: the tool calls it made, in the OpenAI JSON shape.
+   *
+   * @generated from field: repeated google.protobuf.Struct tool_calls = 5;
+   */
+  toolCalls: JsonObject[];
 };
 
 /**
@@ -202,6 +218,41 @@ export type ChatParams = Message<"sluice.completion.v1.ChatParams"> & {
    * @generated from field: optional int32 n = 12;
    */
   n?: number | undefined;
+
+  /**
+   * Tools the model may call, in the OpenAI JSON shape; passed to upstream engines.
+   *
+   * @generated from field: repeated google.protobuf.Struct tools = 13;
+   */
+  tools: JsonObject[];
+
+  /**
+   * "none", "auto", "required", or an object naming a tool; passed to upstream engines.
+   *
+   * @generated from field: google.protobuf.Value tool_choice = 14;
+   */
+  toolChoice?: Value | undefined;
+
+  /**
+   * The response format, such as {"type": "json_object"}; passed to upstream engines.
+   *
+   * @generated from field: google.protobuf.Struct response_format = 15;
+   */
+  responseFormat?: JsonObject | undefined;
+
+  /**
+   * Whether to return log probabilities of the output tokens.
+   *
+   * @generated from field: optional bool logprobs = 16;
+   */
+  logprobs?: boolean | undefined;
+
+  /**
+   * How many most likely tokens to return at each position, with logprobs.
+   *
+   * @generated from field: optional int32 top_logprobs = 17;
+   */
+  topLogprobs?: number | undefined;
 };
 
 /**
@@ -314,6 +365,20 @@ export type CreateChatCompletionResponse = Message<"sluice.completion.v1.CreateC
    * @generated from field: sluice.completion.v1.Usage usage = 6;
    */
   usage?: Usage | undefined;
+
+  /**
+   * The tool calls of the answer, in the OpenAI JSON shape.
+   *
+   * @generated from field: repeated google.protobuf.Struct tool_calls = 7;
+   */
+  toolCalls: JsonObject[];
+
+  /**
+   * The log probabilities of the answer, in the OpenAI JSON shape, when asked for.
+   *
+   * @generated from field: google.protobuf.Struct logprobs = 8;
+   */
+  logprobs?: JsonObject | undefined;
 };
 
 /**
@@ -400,6 +465,14 @@ export type StreamChatCompletionResponse = Message<"sluice.completion.v1.StreamC
      */
     value: Usage;
     case: "usage";
+  } | {
+    /**
+     * Partial tool calls, as the OpenAI `delta.tool_calls` array (merged by index).
+     *
+     * @generated from field: google.protobuf.ListValue tool_calls = 7;
+     */
+    value: ListValue;
+    case: "toolCalls";
   } | { case: undefined; value?: undefined };
 };
 
@@ -436,6 +509,20 @@ export const FinishReason = {
    * @generated from enum value: FINISH_REASON_LENGTH = 2;
    */
   LENGTH: 2,
+
+  /**
+   * The model called tools.
+   *
+   * @generated from enum value: FINISH_REASON_TOOL_CALLS = 3;
+   */
+  TOOL_CALLS: 3,
+
+  /**
+   * The answer was withheld by a content filter.
+   *
+   * @generated from enum value: FINISH_REASON_CONTENT_FILTER = 4;
+   */
+  CONTENT_FILTER: 4,
 } as const;
 
 /**

@@ -1,0 +1,32 @@
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+
+const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+const str = (v: JsonValue | undefined): string | undefined => (typeof v === "string" ? v : undefined);
+
+/**
+ * Merges streamed tool-call fragments (OpenAI `delta.tool_calls`: `{index, id?, type?,
+ * function: {name?, arguments?}}`) into whole tool calls, the way OpenAI clients do, so a
+ * unary answer carries complete calls whatever shape the engine produced them in.
+ */
+export function mergeToolCallDeltas(calls: JsonObject[], deltas: readonly JsonValue[]): void {
+  for (const delta of deltas) {
+    if (!isObject(delta)) continue;
+    const index = typeof delta.index === "number" ? delta.index : calls.length;
+    let call = calls[index];
+    if (!call) {
+      call = { id: "", type: "function", function: { name: "", arguments: "" } };
+      calls[index] = call;
+    }
+    const id = str(delta.id);
+    const type = str(delta.type);
+    if (id) call.id = id;
+    if (type) call.type = type;
+    const fn = isObject(delta.function) ? delta.function : undefined;
+    const target = isObject(call.function) ? call.function : {};
+    const name = str(fn?.name);
+    const args = str(fn?.arguments);
+    if (name) target.name = `${str(target.name) ?? ""}${name}`;
+    if (args) target.arguments = `${str(target.arguments) ?? ""}${args}`;
+    call.function = target;
+  }
+}
