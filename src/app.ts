@@ -10,6 +10,7 @@ import { IdentityService } from "../gen/sluice/identity/v1/identity_service_pb.t
 import type { Config } from "./config/index.ts";
 import { createEdge } from "./edge/index.ts";
 import { createExtractiveEngine } from "./engines/extractive/index.ts";
+import { createOpenAIEngine } from "./engines/openai/index.ts";
 import { BUILTIN_MODELS, createModelRegistry, loadModelsFile, ModelsFileError, type ModelEntry, type ModelRegistry } from "./engines/models.ts";
 import { createTokenizer, type Tokenizer } from "./engines/tokenizer.ts";
 import type { Logger } from "./logger.ts";
@@ -37,6 +38,8 @@ export interface AppOptions {
   store?: Store;
   /** Models to serve instead of the configured ones; tests inject failing or slow engines. */
   models?: ModelRegistry;
+  /** Where `apiKeyEnv` of the models file is looked up; the process environment by default. */
+  env?: Record<string, string | undefined>;
 }
 
 function listen(server: Server | Http2Server, port: number, host: string): Promise<string> {
@@ -56,13 +59,26 @@ function closeServer(server: Server | Http2Server): Promise<void> {
   });
 }
 
-async function loadModels(config: Config, tokenizer: Tokenizer): Promise<ModelRegistry> {
+async function loadModels(config: Config, tokenizer: Tokenizer, logger: Logger, env: Record<string, string | undefined>): Promise<ModelRegistry> {
   let entries: ModelEntry[] = BUILTIN_MODELS;
   if (config.SLUICE_MODELS !== undefined) entries = await loadModelsFile(config.SLUICE_MODELS);
   const extractive = createExtractiveEngine({ tokenizer });
   return createModelRegistry(entries, (entry) => {
     if (entry.engine === "extractive") return extractive;
-    throw new ModelsFileError(`SLUICE_MODELS: model "${entry.name}": the "openai" engine is not in this build yet`);
+    const apiKey = entry.apiKeyEnv === undefined ? undefined : env[entry.apiKeyEnv];
+    if (entry.apiKeyEnv !== undefined && !apiKey) {
+      throw new ModelsFileError(`SLUICE_MODELS: model "${entry.name}" reads its upstream key from ${entry.apiKeyEnv}, which is not set`);
+    }
+    return createOpenAIEngine({
+      model: entry.name,
+      upstreamModel: entry.upstreamModel ?? entry.name,
+      baseUrls: Array.isArray(entry.baseUrl) ? entry.baseUrl : [entry.baseUrl],
+      ...(apiKey !== undefined && { apiKey }),
+      tokenizer,
+      timeouts: { connectMs: entry.connectTimeoutMs, firstByteMs: entry.firstByteTimeoutMs, idleMs: entry.idleTimeoutMs },
+      breaker: { failureThreshold: entry.breakerFailures, openMs: entry.breakerOpenMs },
+      logger,
+    });
   });
 }
 
@@ -90,7 +106,10 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
   if (config.CORE_URL === undefined) {
     store = options.store ?? (await createStore(config, metrics));
     const tokenizer = createTokenizer();
-    const models = options.models ?? (await loadModels(config, tokenizer));
+    const models = options.models ?? (await loadModels(config, tokenizer, options.logger, options.env ?? process.env));
+    closers.push(async () => {
+      await Promise.all(models.list().map((m) => m.engine.close?.()));
+    });
     const core = createCore({
       store, models, tokenizer, logger: options.logger, metrics, now,
       reservationTtlMs: config.SLUICE_RESERVATION_TTL_MS,

@@ -71,4 +71,6 @@ export interface Engine {
   generate(request: EngineRequest, signal: AbortSignal): AsyncIterable<EngineEvent>;
   /** Resolves when the engine can serve; rejects with the reason when it cannot. */
   ready(): Promise<void>;
+  /** Releases connections and timers, when the engine holds any. */
+  close?(): Promise<void>;
 }

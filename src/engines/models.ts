@@ -17,12 +17,20 @@ const extractiveEntry = z.object({
   tokenizer: z.literal("o200k_base").default("o200k_base"),
 }).strict();
 
+const httpUrl = z.string().url().refine((u) => /^https?:\/\//.test(u), "must be an http:// or https:// URL");
+const ms = (fallback: number) => z.number().int().positive().default(fallback);
+
 const openaiEntry = z.object({
   name: z.string().min(1),
   engine: z.literal("openai"),
-  baseUrl: z.union([z.string().url(), z.array(z.string().url()).min(1)]),
+  baseUrl: z.union([httpUrl, z.array(httpUrl).min(1)]),
   upstreamModel: z.string().min(1).optional(),
-  apiKeyEnv: z.string().min(1).optional(),
+  apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name").optional(),
+  connectTimeoutMs: ms(5_000),
+  firstByteTimeoutMs: ms(60_000),
+  idleTimeoutMs: ms(30_000),
+  breakerFailures: z.number().int().positive().default(5),
+  breakerOpenMs: ms(10_000),
   inputUsdMicrosPerMillion: price,
   outputUsdMicrosPerMillion: price,
   free: z.boolean().default(false),

@@ -36,6 +36,7 @@ export const CATALOGUE = {
   spend_cap_exceeded: { grpc: Code.ResourceExhausted, http: 402, envelope: billing("billing/cap"), message: "The call would exceed the monthly spend cap. Raise the cap or wait for the next period." },
   payment_failed: { grpc: Code.FailedPrecondition, http: 402, envelope: billing("billing/payment-method"), message: "The last invoice failed to charge. Update the payment method in the console." },
   subscription_canceled: { grpc: Code.FailedPrecondition, http: 402, envelope: billing("billing/subscription"), message: "The subscription has been cancelled. Resubscribe in the console." },
+  upstream_bad_request: { grpc: Code.InvalidArgument, http: 400, envelope: { kind: "detail" }, message: "The model server refused the request as invalid." },
   model_not_found: { grpc: Code.NotFound, http: 404, envelope: { kind: "detail" }, message: "The model does not exist." },
   input_too_large: { grpc: Code.InvalidArgument, http: 413, envelope: { kind: "structured", type: "invalid_request_error", resolution: "limits" }, message: "The chat input is above 32,768 tokens." },
   api_key_rate_limited: { grpc: Code.ResourceExhausted, http: 429, envelope: { kind: "structured", type: "rate_limit_error", resolution: "limits" }, message: "The API key's request rate limit is exhausted. Retry after the delay given." },

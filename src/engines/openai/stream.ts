@@ -1,0 +1,78 @@
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { createParser, type EventSourceMessage } from "eventsource-parser";
+import { FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import type { EngineEvent } from "../engine.ts";
+import type { Tokenizer } from "../tokenizer.ts";
+
+const FINISH: Record<string, FinishReason> = {
+  stop: FinishReason.STOP,
+  length: FinishReason.LENGTH,
+  tool_calls: FinishReason.TOOL_CALLS,
+  function_call: FinishReason.TOOL_CALLS,
+  content_filter: FinishReason.CONTENT_FILTER,
+};
+
+/** Thrown when the upstream stream breaks its own protocol (ends early, sends an error, bad JSON). */
+export class UpstreamStreamError extends Error {
+  override name = "UpstreamStreamError";
+}
+
+interface ChunkShape {
+  error?: unknown;
+  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+  choices?: Array<{
+    delta?: { content?: string | null; tool_calls?: JsonValue[] };
+    finish_reason?: string | null;
+    logprobs?: { content?: JsonValue[] | null } | null;
+  }>;
+}
+
+/**
+ * Turns an OpenAI-compatible SSE body into engine events: a delta per content piece (counted
+ * locally, for mid-call reservation), tool-call fragments as they come, then `done` with the
+ * upstream's usage when it sent one (vLLM, OpenAI and llama.cpp do with include_usage).
+ */
+export async function* parseUpstreamStream(body: AsyncIterable<Uint8Array>, tokenizer: Tokenizer): AsyncGenerator<EngineEvent> {
+  const queue: EventSourceMessage[] = [];
+  const parser = createParser({ onEvent: (event) => queue.push(event) });
+  const decoder = new TextDecoder();
+  let finish: FinishReason | undefined;
+  let usage: { promptTokens: number; completionTokens: number } | undefined;
+  const logprobs: JsonValue[] = [];
+  let done = false;
+
+  for await (const bytes of body) {
+    parser.feed(decoder.decode(bytes, { stream: true }));
+    while (queue.length > 0) {
+      const event = queue.shift();
+      if (!event || done) continue;
+      if (event.data === "[DONE]") {
+        done = true;
+        continue;
+      }
+      let chunk: ChunkShape;
+      try {
+        chunk = JSON.parse(event.data) as ChunkShape;
+      } catch {
+        throw new UpstreamStreamError("the upstream sent a chunk that is not JSON");
+      }
+      if (chunk.error !== undefined) throw new UpstreamStreamError("the upstream reported an error mid-stream");
+      if (chunk.usage && typeof chunk.usage.prompt_tokens === "number" && typeof chunk.usage.completion_tokens === "number") {
+        usage = { promptTokens: chunk.usage.prompt_tokens, completionTokens: chunk.usage.completion_tokens };
+      }
+      const choice = chunk.choices?.[0];
+      if (!choice) continue;
+      const text = choice.delta?.content ?? "";
+      const toolCalls = choice.delta?.tool_calls;
+      if (text || toolCalls?.length) {
+        const counted = tokenizer.count(text) + (toolCalls ? tokenizer.count(JSON.stringify(toolCalls)) : 0);
+        yield { type: "delta", text, tokens: Math.max(1, counted), ...(toolCalls?.length && { toolCalls }) };
+      }
+      if (choice.logprobs?.content) logprobs.push(...choice.logprobs.content);
+      if (choice.finish_reason) finish = FINISH[choice.finish_reason] ?? FinishReason.STOP;
+    }
+  }
+  if (!done && finish === undefined) throw new UpstreamStreamError("the upstream stream ended before it finished");
+  const lp: JsonObject | undefined = logprobs.length > 0 ? { content: logprobs } : undefined;
+  yield { type: "done", finishReason: finish ?? FinishReason.STOP, ...(usage && { usage }), ...(lp && { logprobs: lp }) };
+}
