@@ -23,6 +23,7 @@ const EXPECTED: Record<string, Expected> = {
   spend_cap_exceeded: { grpc: Code.ResourceExhausted, status: 402, envelope: "billing_error" },
   payment_failed: { grpc: Code.FailedPrecondition, status: 402, envelope: "billing_error" },
   subscription_canceled: { grpc: Code.FailedPrecondition, status: 402, envelope: "billing_error" },
+  upstream_bad_request: { grpc: Code.InvalidArgument, status: 400, envelope: "detail" },
   model_not_found: { grpc: Code.NotFound, status: 404, envelope: "detail" },
   input_too_large: { grpc: Code.InvalidArgument, status: 413, envelope: "invalid_request_error" },
   api_key_rate_limited: { grpc: Code.ResourceExhausted, status: 429, envelope: "rate_limit_error" },
