@@ -4,7 +4,7 @@
  */
 import { spawnSync } from "node:child_process";
 
-for (const file of ["bench/extractive.bench.ts", "bench/http.bench.ts"]) {
+for (const file of ["bench/extractive.bench.ts", "bench/http.bench.ts", "bench/upstream.bench.ts"]) {
   console.log(`\n### ${file}`);
   const run = spawnSync(process.execPath, [file], { stdio: "inherit" });
   if (run.status !== 0) process.exit(run.status ?? 1);

@@ -1,0 +1,97 @@
+/**
+ * What the `openai` engine adds: the same load sent straight to an OpenAI-compatible upstream
+ * and through Sluice to it, side by side in one run. The upstream (the test suite's fake
+ * server), Sluice and the load generator each run in their own process.
+ * Run: `npm run bench` (or `node bench/upstream.bench.ts`).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { AdminService } from "../gen/sluice/admin/v1/admin_service_pb.ts";
+import { freePort } from "../test/support/redis-server.ts";
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
+const ADMIN = "bench-admin-token-0123456789";
+
+async function firstLine(child: ChildProcess): Promise<string> {
+  const [data] = (await once(child.stdout ?? child, "data")) as [Buffer];
+  return data.toString().split("\n")[0] ?? "";
+}
+
+async function measure(call: () => Promise<void>, seconds: number) {
+  const latencies: number[] = [];
+  let errors = 0;
+  const end = performance.now() + seconds * 1000;
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (performance.now() < end) {
+      const t = performance.now();
+      try {
+        await call();
+        latencies.push(performance.now() - t);
+      } catch {
+        errors += 1;
+      }
+    }
+  }));
+  latencies.sort((a, b) => a - b);
+  const q = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? NaN;
+  return { rps: latencies.length / seconds, p50: q(0.5), p99: q(0.99), errors };
+}
+
+const upstreamPort = await freePort();
+const upstreamChild = spawn(process.execPath, ["bench/fake-upstream-main.ts"], { env: { ...process.env, PORT: String(upstreamPort) }, stdio: ["pipe", "pipe", "inherit"] });
+const upstreamUrl = await firstLine(upstreamChild);
+const modelsFile = join(tmpdir(), `sluice-bench-models-${process.pid}.json`);
+writeFileSync(modelsFile, JSON.stringify({ models: [
+  { name: "llama-3.1-8b", engine: "openai", baseUrl: upstreamUrl, upstreamModel: "meta-llama/Llama-3.1-8B-Instruct", inputUsdMicrosPerMillion: 200000, outputUsdMicrosPerMillion: 600000 },
+] }));
+const ports = { PORT: String(await freePort()), GRPC_PORT: String(await freePort()), METRICS_PORT: String(await freePort()) };
+const sluice = spawn(process.execPath, ["src/main.ts"], {
+  env: { ...process.env, ...ports, HOST: "127.0.0.1", SLUICE_ADMIN_TOKEN: ADMIN, SLUICE_LOG: "warn", SLUICE_DEV_BOOTSTRAP: "off", SLUICE_MODELS: modelsFile },
+  stdio: ["ignore", "pipe", "inherit"],
+});
+try {
+  await firstLine(sluice);
+  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${ports.GRPC_PORT}` }));
+  const headers = { authorization: `Bearer ${ADMIN}` };
+  const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: 1_000_000_000_000n }, { headers });
+  const { secret } = await admin.createApiKey({ accountId: account?.id ?? "", rateLimitRps: 1_000_000, burst: 1_000_000 }, { headers });
+
+  const body = (model: string, stream: boolean) => JSON.stringify({
+    model, stream, max_tokens: 32,
+    messages: [{ role: "user", content: "Tell me about gateways that meter spend and keep their promises under load." }],
+  });
+  const post = (base: string, auth: string, payload: string) => async () => {
+    const res = await fetch(`${base}/chat/completions`, { method: "POST", headers: { authorization: auth, "content-type": "application/json" }, body: payload });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(String(res.status));
+  };
+  const direct = (stream: boolean) => post(upstreamUrl, "Bearer x", body("meta-llama/Llama-3.1-8B-Instruct", stream));
+  const through = (stream: boolean) => post(`http://127.0.0.1:${ports.PORT}/v1`, `Bearer ${secret}`, body("llama-3.1-8b", stream));
+
+  const rows: Array<[string, string, Awaited<ReturnType<typeof measure>>]> = [];
+  for (const stream of [false, true]) {
+    const kind = stream ? "SSE" : "JSON";
+    for (const [path, call] of [["direct to upstream", direct(stream)], ["through Sluice", through(stream)]] as const) {
+      await measure(call, 1); // warm-up
+      rows.push([kind, path, await measure(call, SECONDS)]);
+    }
+  }
+  console.log(`\nUpstream engine overhead: ${CONCURRENCY} concurrent clients, ${SECONDS} s per scenario, one run\n`);
+  console.log("| response | path | req/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|");
+  for (const [kind, path, r] of rows) console.log(`| ${kind} | ${path} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} |`);
+  for (const kind of ["JSON", "SSE"]) {
+    const d = rows.find((r) => r[0] === kind && r[1] === "direct to upstream")?.[2];
+    const t = rows.find((r) => r[0] === kind && r[1] === "through Sluice")?.[2];
+    if (d && t) console.log(`${kind}: through/direct req/s ${(t.rps / d.rps).toFixed(2)}, p50 latency added ${(t.p50 - d.p50).toFixed(2)} ms`);
+  }
+} finally {
+  sluice.kill("SIGTERM");
+  upstreamChild.stdin?.end();
+  upstreamChild.kill("SIGTERM");
+}
