@@ -43,12 +43,21 @@ async function measure(call: () => Promise<void>, seconds: number) {
   return { rps: latencies.length / seconds, p50: q(0.5), p99: q(0.99), errors };
 }
 
-const upstreamPort = await freePort();
-const upstreamChild = spawn(process.execPath, ["bench/fake-upstream-main.ts"], { env: { ...process.env, PORT: String(upstreamPort) }, stdio: ["pipe", "pipe", "inherit"] });
-const upstreamUrl = await firstLine(upstreamChild);
+/** Per-token delay of the paced upstream: roughly a small model on a busy GPU. */
+const PACED_MS = Number(process.env.BENCH_TOKEN_DELAY_MS ?? 10);
+const startUpstream = async (delayMs: number) => {
+  const child = spawn(process.execPath, ["bench/fake-upstream-main.ts"], {
+    env: { ...process.env, PORT: String(await freePort()), CHUNK_DELAY_MS: String(delayMs) },
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  return { child, url: await firstLine(child) };
+};
+const upstreams = { instant: await startUpstream(0), paced: await startUpstream(PACED_MS) };
 const modelsFile = join(tmpdir(), `sluice-bench-models-${process.pid}.json`);
+const price = { upstreamModel: "meta-llama/Llama-3.1-8B-Instruct", inputUsdMicrosPerMillion: 200000, outputUsdMicrosPerMillion: 600000 };
 writeFileSync(modelsFile, JSON.stringify({ models: [
-  { name: "llama-3.1-8b", engine: "openai", baseUrl: upstreamUrl, upstreamModel: "meta-llama/Llama-3.1-8B-Instruct", inputUsdMicrosPerMillion: 200000, outputUsdMicrosPerMillion: 600000 },
+  { name: "instant", engine: "openai", baseUrl: upstreams.instant.url, ...price },
+  { name: "paced", engine: "openai", baseUrl: upstreams.paced.url, ...price },
 ] }));
 const ports = { PORT: String(await freePort()), GRPC_PORT: String(await freePort()), METRICS_PORT: String(await freePort()) };
 const sluice = spawn(process.execPath, ["src/main.ts"], {
@@ -71,27 +80,35 @@ try {
     await res.arrayBuffer();
     if (res.status !== 200) throw new Error(String(res.status));
   };
-  const direct = (stream: boolean) => post(upstreamUrl, "Bearer x", body("meta-llama/Llama-3.1-8B-Instruct", stream));
-  const through = (stream: boolean) => post(`http://127.0.0.1:${ports.PORT}/v1`, `Bearer ${secret}`, body("llama-3.1-8b", stream));
+  const direct = (url: string, stream: boolean) => post(url, "Bearer x", body("meta-llama/Llama-3.1-8B-Instruct", stream));
+  const through = (model: string, stream: boolean) => post(`http://127.0.0.1:${ports.PORT}/v1`, `Bearer ${secret}`, body(model, stream));
 
-  const rows: Array<[string, string, Awaited<ReturnType<typeof measure>>]> = [];
-  for (const stream of [false, true]) {
-    const kind = stream ? "SSE" : "JSON";
-    for (const [path, call] of [["direct to upstream", direct(stream)], ["through Sluice", through(stream)]] as const) {
-      await measure(call, 1); // warm-up
-      rows.push([kind, path, await measure(call, SECONDS)]);
+  const rows: Array<[string, string, string, Awaited<ReturnType<typeof measure>>]> = [];
+  for (const [upstream, { url }] of Object.entries(upstreams)) {
+    // The fake upstream paces only streamed answers, so the paced one is compared on SSE alone.
+    for (const stream of upstream === "paced" ? [true] : [false, true]) {
+      const kind = stream ? "SSE" : "JSON";
+      for (const [path, call] of [["direct", direct(url, stream)], ["through Sluice", through(upstream, stream)]] as const) {
+        await measure(call, 1); // warm-up
+        rows.push([upstream, kind, path, await measure(call, SECONDS)]);
+      }
     }
   }
-  console.log(`\nUpstream engine overhead: ${CONCURRENCY} concurrent clients, ${SECONDS} s per scenario, one run\n`);
-  console.log("| response | path | req/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|");
-  for (const [kind, path, r] of rows) console.log(`| ${kind} | ${path} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} |`);
-  for (const kind of ["JSON", "SSE"]) {
-    const d = rows.find((r) => r[0] === kind && r[1] === "direct to upstream")?.[2];
-    const t = rows.find((r) => r[0] === kind && r[1] === "through Sluice")?.[2];
-    if (d && t) console.log(`${kind}: through/direct req/s ${(t.rps / d.rps).toFixed(2)}, p50 latency added ${(t.p50 - d.p50).toFixed(2)} ms`);
+  console.log(`\nUpstream engine overhead: ${CONCURRENCY} concurrent clients, ${SECONDS} s per scenario, one run;`);
+  console.log(`"instant" answers at once, "paced" waits ${PACED_MS} ms per token (about 15 tokens per answer)\n`);
+  console.log("| upstream | response | path | req/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|---|");
+  for (const [upstream, kind, path, r] of rows) console.log(`| ${upstream} | ${kind} | ${path} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} |`);
+  for (const upstream of Object.keys(upstreams)) {
+    for (const kind of ["JSON", "SSE"]) {
+      const d = rows.find((r) => r[0] === upstream && r[1] === kind && r[2] === "direct")?.[3];
+      const t = rows.find((r) => r[0] === upstream && r[1] === kind && r[2] === "through Sluice")?.[3];
+      if (d && t) console.log(`${upstream} ${kind}: through/direct req/s ${(t.rps / d.rps).toFixed(2)}, p50 latency added ${(t.p50 - d.p50).toFixed(2)} ms`);
+    }
   }
 } finally {
   sluice.kill("SIGTERM");
-  upstreamChild.stdin?.end();
-  upstreamChild.kill("SIGTERM");
+  for (const { child } of Object.values(upstreams)) {
+    child.stdin?.end();
+    child.kill("SIGTERM");
+  }
 }

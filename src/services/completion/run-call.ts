@@ -33,6 +33,12 @@ async function settleWithRetry(store: Store, request: SettleRequest): Promise<vo
   return store.settle(request);
 }
 
+/**
+ * The reason given to an engine's signal when its call is over. One shared value: aborting
+ * without a reason builds a DOMException with a stack trace on every call.
+ */
+const CALL_OVER = Object.freeze(new Error("the call is over"));
+
 /** SPEC's input limit, in tokens. */
 export const MAX_INPUT_TOKENS = 32_768;
 
@@ -199,7 +205,7 @@ export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream:
     } finally {
       clearInterval(renew);
       signal.removeEventListener("abort", onAbort);
-      engineAbort.abort();
+      engineAbort.abort(CALL_OVER);
       if (!settled) await deps.store.release(account.id, period, id).catch(() => undefined);
     }
   };
