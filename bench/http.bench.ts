@@ -14,6 +14,7 @@ import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { AdminService } from "../gen/sluice/admin/v1/admin_service_pb.ts";
 import { IdentityService } from "../gen/sluice/identity/v1/identity_service_pb.ts";
+import { expectOk, measure } from "./load.ts";
 import { freePort, startRedisServer } from "../test/support/redis-server.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
@@ -23,31 +24,6 @@ const ADMIN = "bench-admin-token-0123456789";
 interface Result { store: string; name: string; rps: number; p50: number; p99: number; errors: number; redisCommandsPerCall?: number }
 
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
-
-async function measure(call: () => Promise<void>, seconds = SECONDS): Promise<{ calls: number; rps: number; p50: number; p99: number; errors: number }> {
-  const latencies: number[] = [];
-  let errors = 0;
-  const end = performance.now() + seconds * 1000;
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (performance.now() < end) {
-      const t = performance.now();
-      try {
-        await call();
-        latencies.push(performance.now() - t);
-      } catch {
-        errors += 1;
-      }
-    }
-  }));
-  latencies.sort((a, b) => a - b);
-  const q = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? NaN;
-  return { calls: latencies.length, rps: latencies.length / seconds, p50: q(0.5), p99: q(0.99), errors };
-}
-
-const ok = async (res: Response) => {
-  await res.arrayBuffer();
-  if (res.status !== 200) throw new Error(String(res.status));
-};
 
 const chatBody = (stream: boolean) => JSON.stringify({
   stream,
@@ -82,16 +58,16 @@ async function bench(store: string, redisUrl?: string): Promise<Result[]> {
 
     const scenarios: Array<[string, () => Promise<void>]> = [
       ["gRPC GetCaller (core direct)", async () => { await identity.getCaller({}, { headers: auth }); }],
-      ["HTTP GET /v1/me (edge -> core)", async () => ok(await fetch(`${edge}/v1/me`, { headers: auth }))],
-      ["HTTP chat, JSON", async () => ok(await fetch(`${edge}/v1/chat/completions`, { method: "POST", headers: auth, body: chatBody(false) }))],
-      ["HTTP chat, SSE", async () => ok(await fetch(`${edge}/v1/chat/completions`, { method: "POST", headers: auth, body: chatBody(true) }))],
+      ["HTTP GET /v1/me (edge -> core)", async () => expectOk(await fetch(`${edge}/v1/me`, { headers: auth }))],
+      ["HTTP chat, JSON", async () => expectOk(await fetch(`${edge}/v1/chat/completions`, { method: "POST", headers: auth, body: chatBody(false) }))],
+      ["HTTP chat, SSE", async () => expectOk(await fetch(`${edge}/v1/chat/completions`, { method: "POST", headers: auth, body: chatBody(true) }))],
     ];
     const results: Result[] = [];
     for (const [name, call] of scenarios) {
       // Unmeasured warm-up, so both stores are compared with a warm JIT on both sides.
-      await measure(call, WARMUP_SECONDS);
+      await measure(call, WARMUP_SECONDS, CONCURRENCY);
       const before = await commands();
-      const r = await measure(call);
+      const r = await measure(call, SECONDS, CONCURRENCY);
       const perCall = redisUrl ? (await commands() - before) / r.calls : undefined;
       results.push({ store, name, ...r, ...(perCall !== undefined && { redisCommandsPerCall: perCall }) });
     }

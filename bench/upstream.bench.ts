@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { AdminService } from "../gen/sluice/admin/v1/admin_service_pb.ts";
+import { expectOk, measure, type LoadResult } from "./load.ts";
 import { freePort } from "../test/support/redis-server.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
@@ -21,26 +22,6 @@ const ADMIN = "bench-admin-token-0123456789";
 async function firstLine(child: ChildProcess): Promise<string> {
   const [data] = (await once(child.stdout ?? child, "data")) as [Buffer];
   return data.toString().split("\n")[0] ?? "";
-}
-
-async function measure(call: () => Promise<void>, seconds: number) {
-  const latencies: number[] = [];
-  let errors = 0;
-  const end = performance.now() + seconds * 1000;
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (performance.now() < end) {
-      const t = performance.now();
-      try {
-        await call();
-        latencies.push(performance.now() - t);
-      } catch {
-        errors += 1;
-      }
-    }
-  }));
-  latencies.sort((a, b) => a - b);
-  const q = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? NaN;
-  return { rps: latencies.length / seconds, p50: q(0.5), p99: q(0.99), errors };
 }
 
 /** Per-token delay of the paced upstream: roughly a small model on a busy GPU. */
@@ -75,22 +56,19 @@ try {
     model, stream, max_tokens: 32,
     messages: [{ role: "user", content: "Tell me about gateways that meter spend and keep their promises under load." }],
   });
-  const post = (base: string, auth: string, payload: string) => async () => {
-    const res = await fetch(`${base}/chat/completions`, { method: "POST", headers: { authorization: auth, "content-type": "application/json" }, body: payload });
-    await res.arrayBuffer();
-    if (res.status !== 200) throw new Error(String(res.status));
-  };
+  const post = (base: string, auth: string, payload: string) => async () =>
+    expectOk(await fetch(`${base}/chat/completions`, { method: "POST", headers: { authorization: auth, "content-type": "application/json" }, body: payload }));
   const direct = (url: string, stream: boolean) => post(url, "Bearer x", body("meta-llama/Llama-3.1-8B-Instruct", stream));
   const through = (model: string, stream: boolean) => post(`http://127.0.0.1:${ports.PORT}/v1`, `Bearer ${secret}`, body(model, stream));
 
-  const rows: Array<[string, string, string, Awaited<ReturnType<typeof measure>>]> = [];
+  const rows: Array<[string, string, string, LoadResult]> = [];
   for (const [upstream, { url }] of Object.entries(upstreams)) {
     // The fake upstream paces only streamed answers, so the paced one is compared on SSE alone.
     for (const stream of upstream === "paced" ? [true] : [false, true]) {
       const kind = stream ? "SSE" : "JSON";
       for (const [path, call] of [["direct", direct(url, stream)], ["through Sluice", through(upstream, stream)]] as const) {
-        await measure(call, 1); // warm-up
-        rows.push([upstream, kind, path, await measure(call, SECONDS)]);
+        await measure(call, 1, CONCURRENCY); // warm-up
+        rows.push([upstream, kind, path, await measure(call, SECONDS, CONCURRENCY)]);
       }
     }
   }
