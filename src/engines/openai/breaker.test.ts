@@ -53,4 +53,16 @@ describe("createBreaker", () => {
     c.t = 2000;
     expect(b.tryAcquire()).toBe(true);
   });
+
+  it("frees the probe slot of a call that proved nothing, without closing or opening", () => {
+    const c = clock();
+    const b = createBreaker({ failureThreshold: 1, openMs: 1000, now: c.now });
+    b.failure();
+    c.t = 1000;
+    expect(b.tryAcquire()).toBe(true);
+    expect(b.tryAcquire()).toBe(false);
+    b.release();
+    expect(b.state).toBe("half-open");
+    expect(b.tryAcquire()).toBe(true);
+  });
 });

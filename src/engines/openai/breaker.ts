@@ -11,6 +11,8 @@ export interface Breaker {
   available(): boolean;
   success(): void;
   failure(): void;
+  /** Ends a call that proved nothing (its client went away): a half-open probe slot is freed. */
+  release(): void;
   readonly state: "closed" | "open" | "half-open";
 }
 
@@ -57,6 +59,9 @@ export function createBreaker(options: BreakerOptions): Breaker {
     failure() {
       failures += 1;
       if (state === "half-open" || failures >= options.failureThreshold) open();
+    },
+    release() {
+      probing = false;
     },
   };
 }

@@ -78,7 +78,6 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
       throw sluiceError("service_unavailable", { retryAfterMs: NO_UPSTREAM_RETRY_MS });
     }
     yield* parseUpstreamStream(res.body, options.tokenizer);
-    upstream.breaker.success();
     return "done";
   }
 
@@ -93,24 +92,38 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
         tried.add(upstream);
         upstream.outstanding += 1;
         let delivered = false;
+        // Whether this attempt told the breaker anything; one that did not frees its probe slot.
+        let judged = false;
         try {
           const run = attempt(upstream, request, signal);
           for (;;) {
             const next = await run.next();
             if (next.done) {
+              judged = true; // attempt() judged the refusal itself
               if (next.value === "done") return;
               break;
+            }
+            if (next.value.type === "done") {
+              // The answer is whole: the caller may stop reading right after this event.
+              upstream.breaker.success();
+              judged = true;
             }
             delivered ||= next.value.type === "delta";
             yield next.value;
           }
         } catch (err) {
-          if (signal.aborted || reasonOf(err) !== undefined) throw err;
+          if (signal.aborted) throw err;
+          if (reasonOf(err) !== undefined) {
+            judged = true; // attempt() judged a refusal before throwing it
+            throw err;
+          }
           upstream.breaker.failure();
+          judged = true;
           options.logger.warn("upstream call failed", { upstream: upstream.label, error: describe(err), afterFirstDelta: delivered });
           if (delivered) throw err;
         } finally {
           upstream.outstanding -= 1;
+          if (!judged) upstream.breaker.release();
         }
       }
     },
