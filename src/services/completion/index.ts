@@ -19,7 +19,7 @@ const usageOf = (p: number, c: number) => ({ promptTokens: BigInt(p), completion
  * The chat completion RPCs. Authentication has run in the interceptor; this service admits
  * the call (rate limit and reservation in one step), runs it, and translates its events.
  */
-export function createCompletionService(deps: CallDeps): Partial<ServiceImpl<typeof CompletionService>> {
+export function createCompletionService(deps: CallDeps): ServiceImpl<typeof CompletionService> {
   return {
     async createChatCompletion(req, ctx): Promise<UnaryOut> {
       const principal = requirePrincipal(ctx.values);
