@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import { createServer as createH2cServer, type Http2Server } from "node:http2";
+import { createServer as createH2cServer, type Http2Server, type ServerHttp2Session } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { createClient, createRouterTransport, type Transport } from "@connectrpc/connect";
 import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node";
@@ -52,11 +52,32 @@ function listen(server: Server | Http2Server, port: number, host: string): Promi
   });
 }
 
-function closeServer(server: Server | Http2Server): Promise<void> {
-  return new Promise((resolve) => {
-    server.close(() => resolve());
-    if ("closeAllConnections" in server) server.closeAllConnections();
+/** Tracks an h2c server's sessions, so a shutdown can send GOAWAY to each and, later, end them. */
+function trackSessions(server: Http2Server): Set<ServerHttp2Session> {
+  const sessions = new Set<ServerHttp2Session>();
+  server.on("session", (session: ServerHttp2Session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
   });
+  return sessions;
+}
+
+/**
+ * Stops a server gracefully: no new connections, idle ones closed at once, calls in flight
+ * (streams included) given `graceMs` to finish, then whatever is left is cut.
+ */
+async function closeServer(server: Server | Http2Server, graceMs: number, sessions?: Set<ServerHttp2Session>): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  if ("closeIdleConnections" in server) server.closeIdleConnections();
+  for (const session of sessions ?? []) session.close();
+  const cut = () => {
+    if ("closeAllConnections" in server) server.closeAllConnections();
+    for (const session of sessions ?? []) session.destroy();
+  };
+  const timer = setTimeout(cut, graceMs);
+  if (graceMs <= 0) cut();
+  await closed;
+  clearTimeout(timer);
 }
 
 async function loadModels(config: Config, tokenizer: Tokenizer, logger: Logger, env: Record<string, string | undefined>): Promise<ModelRegistry> {
@@ -117,8 +138,9 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
       edgeToken,
     });
     const h2c = createH2cServer(connectNodeAdapter({ routes: core.routes, interceptors: core.interceptors }));
+    const sessions = trackSessions(h2c);
     coreUrl = await listen(h2c, config.GRPC_PORT, config.HOST);
-    closers.push(() => closeServer(h2c));
+    closers.push(() => closeServer(h2c, config.SLUICE_SHUTDOWN_GRACE_MS, sessions));
     transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   } else {
     transport = createGrpcTransport({ baseUrl: config.CORE_URL });
@@ -137,7 +159,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     metrics,
   }));
   const edgeUrl = await listen(edge, config.PORT, config.HOST);
-  closers.push(() => closeServer(edge));
+  closers.push(() => closeServer(edge, config.SLUICE_SHUTDOWN_GRACE_MS));
 
   // Metrics are served apart from the public port, so they are never exposed by accident.
   const metricsServer = createServer((req, res) => {
@@ -145,7 +167,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4" }).end(metrics.render());
   });
   const metricsUrl = await listen(metricsServer, config.METRICS_PORT, config.HOST);
-  closers.push(() => closeServer(metricsServer));
+  closers.push(() => closeServer(metricsServer, 0));
 
   return {
     edgeUrl,

@@ -19,6 +19,7 @@ export const configSchema = z.object({
   SLUICE_DEV_BOOTSTRAP: z.enum(["auto", "off"]).default("auto").describe("On an empty memory store, create a dev account and key and print them."),
   SLUICE_SSE_KEEPALIVE_MS: z.coerce.number().int().min(10).default(15000).describe("Idle time before a ': keep-alive' comment on a stream."),
   SLUICE_RESERVATION_TTL_MS: z.coerce.number().int().min(1000).default(60000).describe("A reservation not renewed within this time expires (crashed processes)."),
+  SLUICE_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(10000).describe("On SIGTERM, how long calls in flight (streams too) may finish before they are cut."),
   SLUICE_DOCS_URL: z.string().url().default("https://docs.sluice.dev/errors").describe("Base of error docs_url links."),
   SLUICE_PORTAL_URL: z.string().url().default("https://console.sluice.dev").describe("Console URL of portal_url and resolution_url links."),
   SLUICE_LOG: z.enum(["debug", "info", "warn", "error", "silent"]).default("info").describe("Log level; logs are JSON lines on stderr."),

@@ -41,6 +41,7 @@ export interface TestApp extends App {
 export async function startTestApp(env: Record<string, string> = {}, options: Partial<AppOptions> = {}): Promise<TestApp> {
   const config = loadConfig({
     PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1", SLUICE_ADMIN_TOKEN: ADMIN_TOKEN, SLUICE_LOG: "silent",
+    SLUICE_SHUTDOWN_GRACE_MS: "0",
     ...(await storeEnv(env)), ...env,
   });
   const app = await startApp(config, { logger: silentLogger, ...options });

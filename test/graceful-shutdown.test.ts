@@ -1,0 +1,45 @@
+import { describe, expect, it } from "vitest";
+import { startTestApp } from "./support/harness.ts";
+import { SLOW_MODEL, slowModels } from "./support/slow-model.ts";
+import { readStream } from "./support/stream-reader.ts";
+
+const streamSlow = (edgeUrl: string, apiKey: string) => fetch(`${edgeUrl}/v1/chat/completions`, {
+  method: "POST",
+  headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+  body: JSON.stringify({ model: SLOW_MODEL, stream: true, messages: [{ role: "user", content: "Take your time." }] }),
+});
+
+describe("shutdown", () => {
+  it("lets a stream in flight finish within the grace period, and refuses new connections", async () => {
+    const app = await startTestApp({ SLUICE_SHUTDOWN_GRACE_MS: "10000" }, { models: slowModels() });
+    const { apiKey } = await app.newAccount({ rps: 100, burst: 100 });
+    const res = await streamSlow(app.edgeUrl, apiKey);
+    expect(res.status).toBe(200);
+    const reader = readStream(res.body ?? new ReadableStream());
+    await reader.until((t) => t.includes("w1"), 5000);
+    const started = performance.now();
+    const closing = app.close();
+    await expect(fetch(`${app.edgeUrl}/healthz`)).rejects.toThrow();
+    const end = await reader.end;
+    await closing;
+    expect(end.error).toBeUndefined();
+    expect(end.text).toContain('"usage"');
+    expect(end.text.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(performance.now() - started).toBeLessThan(10_000);
+  });
+
+  it("cuts what is still running when the grace period ends", async () => {
+    const app = await startTestApp({ SLUICE_SHUTDOWN_GRACE_MS: "300" }, { models: slowModels() });
+    const { apiKey } = await app.newAccount({ rps: 100, burst: 100 });
+    const res = await streamSlow(app.edgeUrl, apiKey);
+    const reader = readStream(res.body ?? new ReadableStream());
+    await reader.until((t) => t.includes("w1"), 5000);
+    const started = performance.now();
+    await app.close();
+    const elapsed = performance.now() - started;
+    const end = await reader.end;
+    expect(end.text).not.toContain("[DONE]");
+    expect(elapsed).toBeGreaterThanOrEqual(250);
+    expect(elapsed).toBeLessThan(1500);
+  });
+});
