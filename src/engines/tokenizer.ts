@@ -1,4 +1,4 @@
-import { countTokens, decode, encode, isWithinTokenLimit } from "gpt-tokenizer/encoding/o200k_base";
+import { decode, encode, isWithinTokenLimit } from "gpt-tokenizer/encoding/o200k_base";
 import type { EngineMessage } from "./engine.ts";
 
 /**
@@ -16,11 +16,51 @@ export interface Tokenizer {
   decode(tokens: number[]): string;
   count(text: string): number;
   /**
-   * Tokens of a whole conversation, including the per-message framing overhead, or
-   * `undefined` as soon as it is known to exceed `limit`. Stopping early keeps a 32 MiB body
-   * from costing a full tokenization before it is refused.
+   * Tokens of a whole conversation, including the per-message framing overhead and any
+   * `extra` texts sent with it (tool definitions, tool calls), or `undefined` as soon as it
+   * is known to exceed `limit`. Stopping early keeps a 32 MiB body from costing a full
+   * tokenization before it is refused.
    */
-  countMessages(messages: readonly EngineMessage[], limit: number): number | undefined;
+  countMessages(messages: readonly EngineMessage[], limit: number, extra?: readonly string[]): number | undefined;
+}
+
+/**
+ * The longest run of non-space characters counted as one piece. BPE merging is quadratic in
+ * the length of a piece, so one unbroken 100 KB "word" would take seconds; cutting such runs
+ * costs at most one extra token per cut, only on inputs no language produces.
+ */
+const MAX_RUN = 256;
+
+const isSpace = (code: number) => code === 32 || (code >= 9 && code <= 13) || code === 160 || code === 0x3000;
+
+/** The text in pieces whose non-space runs are at most MAX_RUN long, lazily, for early exit. */
+function* pieces(text: string): Generator<string> {
+  let start = 0;
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (isSpace(text.charCodeAt(i))) {
+      run = 0;
+      continue;
+    }
+    run += 1;
+    if (run > MAX_RUN) {
+      yield text.slice(start, i);
+      start = i;
+      run = 1;
+    }
+  }
+  if (start < text.length) yield text.slice(start);
+}
+
+/** Tokens of `text`, or undefined once they exceed `budget`. */
+function countWithin(text: string, budget: number): number | undefined {
+  let total = 0;
+  for (const piece of pieces(text)) {
+    const n = isWithinTokenLimit(piece, budget - total, PLAIN);
+    if (n === false) return undefined;
+    total += n;
+  }
+  return total;
 }
 
 /** Framing tokens per message (role and separators) and per reply, as OpenAI counts them. */
@@ -32,16 +72,15 @@ export function createTokenizer(): Tokenizer {
   return {
     encode: (text) => encode(text, PLAIN),
     decode: (tokens) => decode(tokens),
-    count: (text) => countTokens(text, PLAIN),
-    countMessages(messages, limit) {
+    count: (text) => countWithin(text, Number.POSITIVE_INFINITY) ?? 0,
+    countMessages(messages, limit, extra = []) {
       let total = PER_REPLY;
-      for (const m of messages) {
-        total += PER_MESSAGE;
-        if (m.name !== undefined) total += 1;
-        const budget = limit - total;
-        if (budget < 0) return undefined;
-        const n = isWithinTokenLimit(m.content, budget, PLAIN);
-        if (n === false) return undefined;
+      const texts = [...messages.map((m) => m.content), ...extra];
+      for (const m of messages) total += PER_MESSAGE + (m.name !== undefined ? 1 : 0);
+      for (const text of texts) {
+        if (total > limit) return undefined;
+        const n = countWithin(text, limit - total);
+        if (n === undefined) return undefined;
         total += n;
       }
       return total <= limit ? total : undefined;

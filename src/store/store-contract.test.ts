@@ -19,7 +19,7 @@ const opened: Store[] = [];
 async function redisStore(): Promise<Store> {
   redisServer ??= startRedisServer();
   const { url } = await redisServer;
-  const store = createRedisStore({ redis: await connectRedis(url), subscriber: await connectRedis(url), prefix: `t${randomUUID().slice(0, 8)}` });
+  const store = createRedisStore({ redis: await connectRedis(url), subscriber: await connectRedis(url), prefix: `t${randomUUID().slice(0, 8)}`, serverTime: false });
   opened.push(store);
   return store;
 }
@@ -30,7 +30,7 @@ let redisCluster: Promise<RedisCluster> | undefined;
 async function redisClusterStore(): Promise<Store> {
   redisCluster ??= startRedisCluster();
   const { url } = await redisCluster;
-  const store = createRedisStore({ redis: await connectRedis(url), subscriber: await connectRedis(url), prefix: `t${randomUUID().slice(0, 8)}` });
+  const store = createRedisStore({ redis: await connectRedis(url), subscriber: await connectRedis(url), prefix: `t${randomUUID().slice(0, 8)}`, serverTime: false });
   opened.push(store);
   return store;
 }
@@ -79,7 +79,7 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
       store.reserve({ accountId: acc.id, period: PERIOD, reservationId, minimum, maximum, ttlMs: TTL, nowMs: NOW, ...extra });
     const balance = (nowMs = NOW, period = PERIOD) => store.balance(acc.id, period, nowMs);
     const settle = (reservationId: string, chargeUsdMicros: number, withRecord = true) =>
-      store.settle({ accountId: acc.id, period: PERIOD, reservationId, chargeUsdMicros, ...(withRecord && { record: record(acc.id, reservationId) }) });
+      store.settle({ accountId: acc.id, period: PERIOD, reservationId, chargeUsdMicros, ...(withRecord && { record: { ...record(acc.id, reservationId), costUsdMicros: chargeUsdMicros } }) });
     return { store, acc, reserve, balance, settle };
   }
 
@@ -222,8 +222,18 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
       await settle("r1", 999);
       expect(await balance()).toEqual({ spentUsdMicros: 123, reservedUsdMicros: 0 });
       const page = await store.listUsageRecords(acc.id, 10, "");
-      expect(page.records).toEqual([record(acc.id, "r1")]);
+      expect(page.records).toEqual([{ ...record(acc.id, "r1"), costUsdMicros: 123 }]);
       expect(page.nextPageToken).toBe("");
+    });
+
+    it("cuts a charge to what the cap still allows when the hold was lost, and records what it charged", async () => {
+      const { store, acc, reserve, balance, settle } = await withAccount(1_000);
+      await reserve("lost", 10, 600, { ttlMs: 1 });
+      // The hold expires (say, a long outage); another call takes most of the cap meanwhile.
+      await reserve("other", 10, 900, { nowMs: NOW + 10 });
+      await settle("lost", 500);
+      expect(await balance(NOW + 10)).toEqual({ spentUsdMicros: 100, reservedUsdMicros: 900 });
+      expect((await store.listUsageRecords(acc.id, 10, "")).records[0]?.costUsdMicros).toBe(100);
     });
 
     it("settles a spend-cap abort without a record", async () => {
@@ -314,7 +324,7 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
     async function withRecords(count: number) {
       const ctx = await withAccount(1_000_000);
       for (let i = 1; i <= count; i++) {
-        await ctx.store.settle({ accountId: ctx.acc.id, period: PERIOD, reservationId: `u${i}`, chargeUsdMicros: 1, record: record(ctx.acc.id, `u${i}`, NOW + i) });
+        await ctx.store.settle({ accountId: ctx.acc.id, period: PERIOD, reservationId: `u${i}`, chargeUsdMicros: 13, record: record(ctx.acc.id, `u${i}`, NOW + i) });
       }
       return ctx;
     }
@@ -342,7 +352,7 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
     it("neither skips nor repeats when a record is added mid-walk", async () => {
       const { store, acc } = await withRecords(5);
       const page1 = await store.listUsageRecords(acc.id, 2, "");
-      await store.settle({ accountId: acc.id, period: PERIOD, reservationId: "u6", chargeUsdMicros: 1, record: record(acc.id, "u6", NOW + 6) });
+      await store.settle({ accountId: acc.id, period: PERIOD, reservationId: "u6", chargeUsdMicros: 13, record: record(acc.id, "u6", NOW + 6) });
       const page2 = await store.listUsageRecords(acc.id, 2, page1.nextPageToken);
       const page3 = await store.listUsageRecords(acc.id, 2, page2.nextPageToken);
       expect([...page1.records, ...page2.records, ...page3.records].map((r) => r.id)).toEqual(["u5", "u4", "u3", "u2", "u1"]);

@@ -135,7 +135,11 @@ export interface Store {
    * (an extension) and renews its expiry; `minimum` 0 with `maximum` 0 only renews.
    */
   reserve(request: ReserveRequest): Promise<number>;
-  /** Replaces the reservation by its charge, atomically with the record; idempotent per id. */
+  /**
+   * Replaces the reservation by its charge, atomically with the record; idempotent per id.
+   * The charge is cut to what the cap still allows (a call whose hold expired while it ran),
+   * and the record carries the amount actually charged.
+   */
   settle(request: SettleRequest): Promise<void>;
   /** Drops a reservation without charge. */
   release(accountId: string, period: string, reservationId: string): Promise<void>;

@@ -39,6 +39,9 @@ async function settleWithRetry(store: Store, request: SettleRequest): Promise<vo
  */
 const CALL_OVER = Object.freeze(new Error("the call is over"));
 
+/** A token count an upstream may report: a whole, non-negative, safe number. */
+const validCount = (n: number) => Number.isSafeInteger(n) && n >= 0;
+
 /** SPEC's input limit, in tokens. */
 export const MAX_INPUT_TOKENS = 32_768;
 
@@ -77,6 +80,12 @@ export interface CallPlan {
   reservation: ReserveRequest;
 }
 
+/** Input sent besides message text (tool definitions and calls, formats): it is input too. */
+function inputExtras(call: ChatCall): string[] {
+  const extras = [call.tools, call.toolChoice, call.responseFormat, ...call.messages.map((m) => m.toolCalls)];
+  return extras.filter((e) => e !== undefined).map((e) => JSON.stringify(e));
+}
+
 /** Refuses an account that may not make calls (DESIGN step 6). */
 function checkAccount(account: AccountRecord | undefined): asserts account is AccountRecord {
   if (!account) throw sluiceError("invalid_api_key");
@@ -94,7 +103,7 @@ export async function planCall(deps: CallDeps, principal: Principal, call: ChatC
   checkAccount(found);
   const model = deps.models.get(call.model);
   if (!model) throw sluiceError("model_not_found", { message: `The model "${call.model.slice(0, 256)}" does not exist.` });
-  const promptTokens = deps.tokenizer.countMessages(call.messages, MAX_INPUT_TOKENS);
+  const promptTokens = deps.tokenizer.countMessages(call.messages, MAX_INPUT_TOKENS, inputExtras(call));
   if (promptTokens === undefined) throw sluiceError("input_too_large");
 
   const period = periodOf(now);
@@ -165,7 +174,9 @@ export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream:
           if (needed > reserved) {
             const more = await deps.store.reserve({ ...reservation, minimum: needed - reserved, maximum: Math.max(needed, worst) - reserved, nowMs: deps.now() });
             if (more === 0) {
-              if (stream) {
+              // A stream that delivered chunks is cut and charged for them; one that delivered
+              // none (or a unary call) is refused whole, and its hold released.
+              if (stream && produced > 0) {
                 await settleWithRetry(deps.store, { ...reservation, chargeUsdMicros: Math.min(reserved, costUsdMicros(model, promptTokens, produced)) });
                 settled = true;
               }
@@ -177,8 +188,10 @@ export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream:
           if (event.text || event.toolCalls) yield { type: "delta", text: event.text, ...(event.toolCalls && { toolCalls: event.toolCalls }) };
           continue;
         }
-        const prompt = event.usage?.promptTokens ?? promptTokens;
-        const completion = event.usage?.completionTokens ?? produced;
+        // An upstream's own count is used when it is sane; otherwise ours.
+        const usage = event.usage && validCount(event.usage.promptTokens) && validCount(event.usage.completionTokens) ? event.usage : undefined;
+        const prompt = usage?.promptTokens ?? promptTokens;
+        const completion = usage?.completionTokens ?? produced;
         const charge = Math.min(reserved, costUsdMicros(model, prompt, completion));
         await settleWithRetry(deps.store, {
           ...reservation,

@@ -1,5 +1,8 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 
+/** The most tool calls one answer may carry; a larger `index` from an engine is refused. */
+export const MAX_TOOL_CALLS = 128;
+
 const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 const str = (v: JsonValue | undefined): string | undefined => (typeof v === "string" ? v : undefined);
 
@@ -12,6 +15,10 @@ export function mergeToolCallDeltas(calls: JsonObject[], deltas: readonly JsonVa
   for (const delta of deltas) {
     if (!isObject(delta)) continue;
     const index = typeof delta.index === "number" ? delta.index : calls.length;
+    // Indexes are dense from 0: one far ahead would make a huge sparse array.
+    if (!Number.isSafeInteger(index) || index < 0 || index > calls.length || index >= MAX_TOOL_CALLS) {
+      throw new RangeError(`tool call index ${String(index)} out of order`);
+    }
     let call = calls[index];
     if (!call) {
       call = { id: "", type: "function", function: { name: "", arguments: "" } };

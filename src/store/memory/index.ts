@@ -123,10 +123,15 @@ export function createMemoryStore(): Store {
       if (state.settled.has(request.reservationId)) return;
       state.settled.add(request.reservationId);
       state.reservations.delete(request.reservationId);
-      state.spent += request.chargeUsdMicros;
+      // Never past the cap, even for a call whose hold expired while it ran.
+      const cap = accounts.get(request.accountId)?.spendCapUsdMicros ?? 0;
+      let others = 0;
+      for (const r of state.reservations.values()) others += r.amount;
+      const charge = Math.max(0, Math.min(request.chargeUsdMicros, cap - state.spent - others));
+      state.spent += charge;
       if (request.record) {
         const list = usage.get(request.accountId) ?? [];
-        list.push({ ...request.record });
+        list.push({ ...request.record, costUsdMicros: charge });
         usage.set(request.accountId, list);
       }
     },

@@ -15,6 +15,12 @@ export interface RedisStoreOptions {
   prefix?: string;
   /** How long cached keys and accounts live: changes elsewhere show within this time. */
   cacheTtlMs?: number;
+  /**
+   * Whether the scripts read the Redis server's clock (the default) instead of the caller's
+   * `nowMs`, so processes with skewed clocks agree on rates and expiries. Tests that drive
+   * time by hand turn it off.
+   */
+  serverTime?: boolean;
 }
 
 /** How long settled ids are kept to make settle idempotent: past any retry of the period. */
@@ -42,6 +48,9 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   const { redis } = options;
   const keys = createKeys(options.prefix ?? "sluice");
   const ttl = options.cacheTtlMs ?? 1000;
+  const serverTime = options.serverTime ?? true;
+  /** The "now" a script gets: empty makes it read the server's clock. */
+  const now = (nowMs: number): string | number => (serverTime ? "" : nowMs);
   const keyCache = createTtlCache<ApiKeyRecord | undefined>(ttl, 50_000);
   const accountCache = createTtlCache<AccountRecord | undefined>(ttl, 50_000);
 
@@ -117,7 +126,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
 
     admit: (key, nowMs, reservation) => guarded(async (): Promise<Admission> => {
       const gcra = [keys.gcra(key.accountId, key.id)];
-      const args: Array<string | number> = [1000 / key.rateLimitRps, key.burst, nowMs];
+      const args: Array<string | number> = [1000 / key.rateLimitRps, key.burst, now(nowMs)];
       if (reservation) {
         gcra.push(...reserveKeys(reservation.accountId, reservation.period));
         args.push(reservation.reservationId, reservation.minimum, reservation.maximum, reservation.ttlMs);
@@ -127,14 +136,14 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     }),
     balance: (accountId, period, nowMs) => guarded(async () => {
       const p = keys.period(accountId, period);
-      const r = (await scripts.balance.run(redis, [p.spent, p.reservations, p.expiries, p.reserved], [nowMs])) as number[];
+      const r = (await scripts.balance.run(redis, [p.spent, p.reservations, p.expiries, p.reserved], [now(nowMs)])) as number[];
       return { spentUsdMicros: num(r[0]), reservedUsdMicros: num(r[1]) };
     }),
     reserve: (request) => guarded(async () => {
       const granted = await scripts.reserve.run(
         redis,
         reserveKeys(request.accountId, request.period),
-        [request.reservationId, request.minimum, request.maximum, request.ttlMs, request.nowMs],
+        [request.reservationId, request.minimum, request.maximum, request.ttlMs, now(request.nowMs)],
       );
       return num(granted);
     }),
@@ -142,7 +151,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       const p = keys.period(request.accountId, request.period);
       await scripts.settle.run(
         redis,
-        [p.spent, p.reservations, p.expiries, p.reserved, p.settled, keys.usage(request.accountId), p.partial],
+        [p.spent, p.reservations, p.expiries, p.reserved, p.settled, keys.usage(request.accountId), p.partial, keys.account(request.accountId)],
         [request.reservationId, request.chargeUsdMicros, SETTLED_KEEP_SECONDS, ...(request.record ? usageFields(request.record) : [])],
       );
     }),

@@ -7,8 +7,21 @@ import type { RedisClient } from "./client.ts";
  * loads it again.
  */
 
+/**
+ * "Now" for the scripts: the caller's clock when it passes one (tests), otherwise the Redis
+ * server's own clock, so processes whose clocks disagree still agree on expiries and rates.
+ */
+const NOW = `
+local function clock(given)
+  local n = tonumber(given)
+  if n then return n end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`;
+
 /** Drops expired reservations of a period: KEYS resv, resv-exp, reserved. */
-const EXPIRE = `
+const EXPIRE = `${NOW}
 local function expire(resv, exp, total, now)
   local dead = redis.call('ZRANGEBYSCORE', exp, '-inf', now)
   for _, id in ipairs(dead) do
@@ -43,7 +56,7 @@ end
 
 /** KEYS: account, spent, resv, resv-exp, reserved, settled. ARGV: id, min, max, ttl ms, now ms. */
 export const RESERVE = `${RESERVE_FN}
-return reserve(KEYS, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+return reserve(KEYS, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), clock(ARGV[5]))
 `;
 
 /**
@@ -55,9 +68,9 @@ return reserve(KEYS, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARG
 export const ADMIT = `${RESERVE_FN}
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
+local now = clock(ARGV[3])
 local tolerance = interval * burst
-local tat = tonumber(redis.call('GET', KEYS[1]) or ARGV[3])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '') or now
 if tat < now then tat = now end
 local newTat = tat + interval
 local allowAt = newTat - tolerance
@@ -74,12 +87,15 @@ return {1, burst, math.max(0, math.floor((now - allowAt) / interval)), math.ceil
 
 /**
  * Replaces a hold by its charge and, for a completed call, appends its usage record, once per
- * id. KEYS: spent, resv, resv-exp, reserved, settled, usage stream, partial.
+ * id. The charge never takes spent plus the other holds past the cap: a call whose hold was
+ * lost (a long outage) is charged only what the cap still allows, and its record says so.
+ * KEYS: spent, resv, resv-exp, reserved, settled, usage stream, partial, account.
  * ARGV: id, charge, settled-set ttl s, then record fields (none for an abort).
+ * Returns the amount charged, or -1 when the id was settled before.
  */
 export const SETTLE = `
 local id, charge, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-if redis.call('SADD', KEYS[5], id) == 0 then return 0 end
+if redis.call('SADD', KEYS[5], id) == 0 then return -1 end
 redis.call('EXPIRE', KEYS[5], keep)
 local held = redis.call('HGET', KEYS[2], id)
 if held then
@@ -87,13 +103,21 @@ if held then
   redis.call('ZREM', KEYS[3], id)
   redis.call('DECRBY', KEYS[4], tonumber(held))
 end
+local cap = tonumber(redis.call('HGET', KEYS[8], 'cap') or '') or 0
+local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
+local others = tonumber(redis.call('GET', KEYS[4]) or '0')
+charge = math.max(0, math.min(charge, cap - spent - others))
 redis.call('INCRBY', KEYS[1], charge)
 if #ARGV > 3 then
-  redis.call('XADD', KEYS[6], '*', unpack(ARGV, 4))
+  local fields = {unpack(ARGV, 4)}
+  for i = 1, #fields - 1, 2 do
+    if fields[i] == 'cost' then fields[i + 1] = tostring(charge) end
+  end
+  redis.call('XADD', KEYS[6], '*', unpack(fields))
 else
   redis.call('INCRBY', KEYS[7], charge)
 end
-return 1
+return charge
 `;
 
 /** Drops a hold without charge. KEYS: resv, resv-exp, reserved. ARGV: id. */
@@ -109,7 +133,7 @@ return 1
 
 /** Spent and live holds of a period. KEYS: spent, resv, resv-exp, reserved. ARGV: now ms. */
 export const BALANCE = `${EXPIRE}
-expire(KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[1]))
+expire(KEYS[2], KEYS[3], KEYS[4], clock(ARGV[1]))
 return {tonumber(redis.call('GET', KEYS[1]) or '0'), tonumber(redis.call('GET', KEYS[4]) or '0')}
 `;
 

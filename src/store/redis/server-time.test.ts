@@ -1,0 +1,49 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRedisServer, type RedisServer } from "../../../test/support/redis-server.ts";
+import type { Store } from "../store.ts";
+import { connectRedis } from "./client.ts";
+import { createRedisStore } from "./index.ts";
+
+/**
+ * Processes whose clocks disagree must still agree on holds: with the server's clock, a
+ * process running a minute ahead cannot expire another's live hold and grant the cap twice.
+ */
+describe("Redis store clock", () => {
+  let server: RedisServer;
+  const stores: Store[] = [];
+  beforeAll(async () => {
+    server = await startRedisServer();
+  });
+  afterAll(async () => {
+    await Promise.all(stores.map((s) => s.close()));
+    await server?.close();
+  });
+
+  async function twoProcesses(serverTime: boolean) {
+    const prefix = `clock${randomUUID().slice(0, 6)}`;
+    const make = async () => {
+      const store = createRedisStore({ redis: await connectRedis(server.url), prefix, serverTime });
+      stores.push(store);
+      return store;
+    };
+    const [a, b] = [await make(), await make()];
+    const accountId = randomUUID();
+    await a.createAccount({ id: accountId, spendCapUsdMicros: 1_000, onboardingComplete: true, paymentStatus: "ok", subscriptionStatus: "active", createTimeMs: Date.now() });
+    const hold = (store: Store, id: string, nowMs: number) =>
+      store.reserve({ accountId, period: "2026-11", reservationId: id, minimum: 1_000, maximum: 1_000, ttlMs: 60_000, nowMs });
+    return { a, b, hold };
+  }
+
+  it("refuses a second hold from a process whose clock runs 61 s ahead", async () => {
+    const { a, b, hold } = await twoProcesses(true);
+    expect(await hold(a, "first", Date.now())).toBe(1_000);
+    expect(await hold(b, "second", Date.now() + 61_000)).toBe(0);
+  });
+
+  it("shows the hazard the server clock removes: caller clocks would grant the cap twice", async () => {
+    const { a, b, hold } = await twoProcesses(false);
+    expect(await hold(a, "first", Date.now())).toBe(1_000);
+    expect(await hold(b, "second", Date.now() + 61_000)).toBe(1_000);
+  });
+});
