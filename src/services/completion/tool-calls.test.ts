@@ -19,4 +19,11 @@ describe("mergeToolCallDeltas", () => {
     mergeToolCallDeltas(calls, ["junk", { id: "c1", type: "function", function: { name: "f", arguments: "{\"a\":1}" } }]);
     expect(calls).toEqual([{ id: "c1", type: "function", function: { name: "f", arguments: "{\"a\":1}" } }]);
   });
+
+  it("refuses an index out of order instead of building a huge sparse array", () => {
+    const calls: JsonObject[] = [];
+    expect(() => mergeToolCallDeltas(calls, [{ index: 30_000_000, function: { name: "f" } }])).toThrow(RangeError);
+    expect(() => mergeToolCallDeltas(calls, [{ index: -1 }])).toThrow(RangeError);
+    expect(calls).toHaveLength(0);
+  });
 });

@@ -1,0 +1,37 @@
+import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
+import { describe, expect, it } from "vitest";
+import { createTokenizer } from "./tokenizer.ts";
+
+const t = createTokenizer();
+
+describe("tokenizer", () => {
+  it("counts ordinary text exactly as o200k_base does", () => {
+    const text = "Sluice meters spend. It reserves before a call and refunds after it. ".repeat(50);
+    expect(t.count(text)).toBe(countTokens(text));
+    expect(t.count("")).toBe(0);
+  });
+
+  it("counts literal special-token text as plain text instead of throwing", () => {
+    expect(t.count("<|endoftext|>")).toBeGreaterThan(1);
+  });
+
+  it("cuts unbroken runs into pieces, overcounting by a hair at most", () => {
+    const cjk = "漢字かな交じり文の例です。".repeat(500);
+    const exact = countTokens(cjk);
+    expect(t.count(cjk)).toBeGreaterThanOrEqual(exact);
+    expect(t.count(cjk)).toBeLessThanOrEqual(Math.ceil(exact * 1.01));
+  });
+
+  it("refuses a huge unbroken input against the limit without counting all of it", () => {
+    expect(t.countMessages([{ role: "user", content: "a".repeat(2_000_000) }], 32_768)).toBeUndefined();
+    expect(t.countMessages([{ role: "user", content: "a".repeat(1_000) }], 32_768)).toBe(3 + 3 + t.count("a".repeat(1_000)));
+  });
+
+  it("adds framing per message and counts the extra texts as input", () => {
+    const base = t.countMessages([{ role: "user", content: "hi" }], 100);
+    expect(base).toBe(3 + 3 + 1);
+    const tools = JSON.stringify([{ type: "function", function: { name: "get_weather", parameters: { type: "object" } } }]);
+    expect(t.countMessages([{ role: "user", content: "hi" }], 100, [tools])).toBe((base ?? 0) + t.count(tools));
+    expect(t.countMessages([{ role: "user", content: "hi" }], 10, ["word ".repeat(50)])).toBeUndefined();
+  });
+});

@@ -1,0 +1,76 @@
+import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { AdminService } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
+import { CompletionService, FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import type { Engine, EngineEvent } from "../../engines/engine.ts";
+import { BUILTIN_MODELS, createModelRegistry } from "../../engines/models.ts";
+import { createTokenizer } from "../../engines/tokenizer.ts";
+import { silentLogger } from "../../logger.ts";
+import { createMemoryStore } from "../../store/memory/index.ts";
+import { expectFailure } from "../../testing/expect-failure.ts";
+import { createCore } from "../routes.ts";
+
+const ADMIN = { headers: { authorization: "Bearer admin-token-for-tests" } };
+const tokenizer = createTokenizer();
+
+/** A core whose only model (service-extract prices: 1 and 2 micros per token) yields `events`. */
+async function setup(events: EngineEvent[], capUsdMicros: bigint) {
+  const engine: Engine = {
+    async *generate() {
+      yield* events;
+    },
+    ready: async () => undefined,
+  };
+  const core = createCore({
+    store: createMemoryStore(), models: createModelRegistry(BUILTIN_MODELS, () => engine), tokenizer, logger: silentLogger,
+    now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests", edgeToken: undefined,
+  });
+  const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
+  const admin = createClient(AdminService, transport);
+  const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: capUsdMicros }, ADMIN);
+  const accountId = account?.id ?? "";
+  const { secret } = await admin.createApiKey({ accountId, burst: 100 }, ADMIN);
+  const balance = async () => {
+    const a = (await admin.getAccount({ accountId }, ADMIN)).account;
+    return { spent: Number(a?.spentUsdMicros), reserved: Number(a?.reservedUsdMicros) };
+  };
+  return { completion: createClient(CompletionService, transport), call: { headers: { authorization: `Bearer ${secret}` } }, balance };
+}
+
+const hi = { messages: [{ role: "user", content: "hi" }] };
+const HI_PROMPT = 7;
+
+describe("billing edges", () => {
+  it("refuses a stream whose first delta does not fit, with a 402 and no charge", async () => {
+    // The cap covers the prompt and one output token, not a first delta of five tokens.
+    const { completion, call, balance } = await setup([{ type: "delta", text: "abcde", tokens: 5 }, { type: "done", finishReason: FinishReason.STOP }], BigInt(HI_PROMPT + 2));
+    await expectFailure(async () => {
+      for await (const _ of completion.streamChatCompletion({ params: hi }, call)) { /* drain */ }
+    }, Code.ResourceExhausted, "spend_cap_exceeded");
+    expect(await balance()).toEqual({ spent: 0, reserved: 0 });
+  });
+
+  it("counts tool definitions as input: too many of them is input_too_large", async () => {
+    const { completion, call, balance } = await setup([{ type: "done", finishReason: FinishReason.STOP }], 10_000_000n);
+    const tool = { type: "function", function: { name: "f", description: "word ".repeat(40_000), parameters: { type: "object" } } };
+    await expectFailure(() => completion.createChatCompletion({ params: { ...hi, tools: [tool] } }, call), Code.InvalidArgument, "input_too_large");
+    expect(await balance()).toEqual({ spent: 0, reserved: 0 });
+  });
+
+  it("bills tool definitions as prompt tokens", async () => {
+    const { completion, call } = await setup([{ type: "delta", text: "ok", tokens: 1 }, { type: "done", finishReason: FinishReason.STOP }], 10_000_000n);
+    const tool = { type: "function", function: { name: "get_weather", parameters: { type: "object" } } };
+    const out = await completion.createChatCompletion({ params: { ...hi, tools: [tool] } }, call);
+    expect(Number(out.usage?.promptTokens)).toBe(HI_PROMPT + tokenizer.count(JSON.stringify([tool])));
+  });
+
+  it.each([
+    ["negative", { promptTokens: -1000, completionTokens: 1 }],
+    ["fractional", { promptTokens: 3, completionTokens: 1.5 }],
+  ])("ignores a %s upstream usage and bills from its own count", async (_what, usage) => {
+    const { completion, call, balance } = await setup([{ type: "delta", text: "ok", tokens: 1 }, { type: "done", finishReason: FinishReason.STOP, usage }], 10_000_000n);
+    const out = await completion.createChatCompletion({ params: hi }, call);
+    expect(out.usage).toMatchObject({ promptTokens: BigInt(HI_PROMPT), completionTokens: 1n });
+    expect(await balance()).toEqual({ spent: HI_PROMPT + 2, reserved: 0 });
+  });
+});
