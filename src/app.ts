@@ -52,6 +52,9 @@ function listen(server: Server | Http2Server, port: number, host: string): Promi
   });
 }
 
+/** The largest request message the core reads: SPEC's 32 MiB body plus room for framing. */
+const MAX_CORE_MESSAGE_BYTES = 33 * 1024 * 1024;
+
 /** Tracks an h2c server's sessions, so a shutdown can send GOAWAY to each and, later, end them. */
 function trackSessions(server: Http2Server): Set<ServerHttp2Session> {
   const sessions = new Set<ServerHttp2Session>();
@@ -137,7 +140,8 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
       adminToken: config.SLUICE_ADMIN_TOKEN,
       edgeToken,
     });
-    const h2c = createH2cServer(connectNodeAdapter({ routes: core.routes, interceptors: core.interceptors }));
+    // A request message is at most the 32 MiB body limit plus framing; Connect buffers no more.
+    const h2c = createH2cServer(connectNodeAdapter({ routes: core.routes, interceptors: core.interceptors, readMaxBytes: MAX_CORE_MESSAGE_BYTES }));
     const sessions = trackSessions(h2c);
     coreUrl = await listen(h2c, config.GRPC_PORT, config.HOST);
     closers.push(() => closeServer(h2c, config.SLUICE_SHUTDOWN_GRACE_MS, sessions));

@@ -17,6 +17,10 @@ export function declaredTooLarge(req: IncomingMessage, limit = MAX_BODY_BYTES): 
  */
 export function readBodyWithin(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<Buffer | undefined> {
   return new Promise((resolve, reject) => {
+    if (req.destroyed) {
+      reject(new Error("the client closed the connection before the body was read"));
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     const cleanup = () => {

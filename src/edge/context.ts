@@ -3,6 +3,7 @@ import type { Health } from "../../gen/grpc/health/v1/health_pb.ts";
 import type { CompletionService } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { IdentityService } from "../../gen/sluice/identity/v1/identity_service_pb.ts";
 import type { ErrorLinks } from "../errors/catalogue.ts";
+import { firstValue } from "../errors/http.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 
@@ -40,7 +41,7 @@ export function coreHeaders(r: EdgeRequest): Record<string, string> {
 export function rateLimitHeadersOf(headers: Headers): Record<string, string> {
   const out: Record<string, string> = {};
   headers.forEach((value, key) => {
-    if (key.startsWith("x-ratelimit-")) out[key] = value;
+    if (key.startsWith("x-ratelimit-")) out[key] = firstValue(value);
   });
   return out;
 }

@@ -64,10 +64,11 @@ export function createEdge(deps: EdgeDeps): RequestListener {
     const given = req.headers["x-request-id"];
     const requestId = typeof given === "string" && SAFE_ID.test(given) ? given : `req_${randomUUID()}`;
     const path = (req.url ?? "/").split("?")[0] ?? "/";
-    const route = ROUTES[path.length > 1 ? path.replace(/\/+$/, "") : path];
+    const routeKey = path.length > 1 ? path.replace(/\/+$/, "") : path;
+    const route = ROUTES[routeKey];
     const base = { "x-request-id": requestId };
     const started = performance.now();
-    res.once("close", () => deps.metrics?.http(route ? path : "other", req.method ?? "", res.statusCode, (performance.now() - started) / 1000));
+    res.once("close", () => deps.metrics?.http(route ? routeKey : "other", req.method ?? "", res.statusCode, (performance.now() - started) / 1000));
     if (!route) return writeError(res, httpErrorFor("not_found", deps.links), base, true);
     const handler = route[req.method ?? "GET"];
     if (!handler) return writeError(res, httpErrorFor("method_not_allowed", deps.links), { ...base, allow: Object.keys(route).join(", ") }, true);

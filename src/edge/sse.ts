@@ -13,6 +13,8 @@ export interface SseWriter {
   readonly opened: boolean;
   data(payload: object | "[DONE]"): void;
   event(name: string, payload: object): void;
+  /** Sends a `: keep-alive` comment now. */
+  keepAlive(): void;
   close(): void;
 }
 
@@ -21,10 +23,9 @@ export function createSseWriter(res: ServerResponse, keepAliveMs: number): SseWr
   let timer: NodeJS.Timeout | undefined;
   const arm = () => {
     clearTimeout(timer);
-    timer = setTimeout(() => {
-      write(": keep-alive\n\n");
-    }, keepAliveMs);
+    timer = setTimeout(() => keepAlive(), keepAliveMs);
   };
+  const keepAlive = () => write(": keep-alive\n\n");
   const write = (frame: string) => {
     if (res.writableEnded || res.destroyed) return;
     res.write(frame);
@@ -54,6 +55,7 @@ export function createSseWriter(res: ServerResponse, keepAliveMs: number): SseWr
     data(payload) {
       write(`data: ${line(payload)}\n\n`);
     },
+    keepAlive,
     event(name, payload) {
       if (!EVENT_NAME.test(name)) throw new Error(`invalid SSE event name: ${name}`);
       write(`event: ${name}\ndata: ${line(payload)}\n\n`);

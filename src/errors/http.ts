@@ -21,6 +21,14 @@ export interface HttpError {
 /** Response headers of a core error that an HTTP caller must see. */
 const FORWARDED = /^(x-ratelimit-|x-request-id$)/;
 
+/**
+ * The first of a header's values. Connect merges a stream's response headers into its error
+ * metadata, so a header set on both arrives joined ("9, 9"); these headers are single-valued.
+ */
+export function firstValue(value: string): string {
+  return value.split(",")[0]?.trim() ?? value;
+}
+
 /** The reason to use for a ConnectError that carries none (a bug, a transport failure). */
 function fallbackReason(err: ConnectError): Reason {
   switch (err.code) {
@@ -42,7 +50,7 @@ export function toHttpError(thrown: unknown, links: ErrorLinks): HttpError {
   const reason = reasonOf(err) ?? fallbackReason(err);
   const headers: Record<string, string> = {};
   err.metadata.forEach((value, key) => {
-    if (FORWARDED.test(key)) headers[key] = value;
+    if (FORWARDED.test(key)) headers[key] = firstValue(value);
   });
   let retryMs = retryAfterMsOf(err);
   if (retryMs === undefined && reason === "service_unavailable") retryMs = DEFAULT_UNAVAILABLE_RETRY_MS;

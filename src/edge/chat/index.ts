@@ -27,6 +27,23 @@ const usageJson = (u: Usage | undefined) => ({
   total_tokens: Number(u?.totalTokens ?? 0n),
 });
 
+/** The deepest JSON nesting accepted; deeper bodies would only exhaust recursive code paths. */
+const MAX_JSON_DEPTH = 64;
+
+/** How deeply a parsed JSON value nests, computed without recursion. */
+function depthOf(value: unknown): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop() ?? [undefined, 0];
+    if (typeof v !== "object" || v === null) continue;
+    deepest = Math.max(deepest, depth);
+    if (deepest > MAX_JSON_DEPTH) return deepest;
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
 /**
  * Refuses a body the edge could not translate, after charging the rate limit the way the core
  * would have (DESIGN: 429 comes before 400). A rate-limited caller gets its 429 instead.
@@ -72,6 +89,9 @@ export async function handleChat(req: IncomingMessage, res: ServerResponse, deps
   }
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     return refuseBody(res, deps, r, sluiceError("body_must_be_object"));
+  }
+  if (depthOf(body) > MAX_JSON_DEPTH) {
+    return refuseBody(res, deps, r, sluiceError("invalid_request_body", { message: `the body nests deeper than ${MAX_JSON_DEPTH} levels` }));
   }
   const wire = fromWire(body as Record<string, unknown>);
   if ("field" in wire) {
@@ -119,7 +139,11 @@ const HOLD_MS = 25;
  */
 async function streamChat(res: ServerResponse, deps: EdgeDeps, events: AsyncIterable<StreamChatCompletionResponse>, headers: Record<string, string>): Promise<void> {
   const sse = createSseWriter(res, deps.keepAliveMs);
-  const firstWait = setTimeout(() => sse.open(headers), deps.keepAliveMs);
+  // A slow first token: open the stream and show it is alive, so proxies keep the connection.
+  const firstWait = setTimeout(() => {
+    sse.open(headers);
+    sse.keepAlive();
+  }, deps.keepAliveMs);
   let held: { event: StreamChatCompletionResponse; text: string } | undefined;
   let holdTimer: NodeJS.Timeout | undefined;
   let sentRole = false;
