@@ -38,6 +38,8 @@ export interface EngineRequest {
   responseFormat?: JsonObject;
   logprobs?: boolean;
   topLogprobs?: number;
+  /** How many answers to generate (1..8; 1 when unset); their deltas carry `choice`. */
+  n?: number;
 }
 
 /** A piece of generated text and how many output tokens it holds. */
@@ -47,6 +49,8 @@ export interface EngineDelta {
   tokens: number;
   /** Partial tool calls (the OpenAI `delta.tool_calls` array), merged by their `index`. */
   toolCalls?: JsonValue[];
+  /** The answer this piece belongs to, when n > 1 (0 when unset). */
+  choice?: number;
 }
 
 /**
@@ -59,6 +63,8 @@ export interface EngineDone {
   usage?: { promptTokens: number; completionTokens: number };
   /** Log probabilities of the whole answer (OpenAI JSON shape), when asked for. */
   logprobs?: JsonObject;
+  /** With n > 1: how each answer ended, by choice; `finishReason` and `logprobs` then describe choice 0. */
+  choices?: Array<{ finishReason: FinishReason; logprobs?: JsonObject }>;
 }
 
 export type EngineEvent = EngineDelta | EngineDone;

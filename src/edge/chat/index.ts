@@ -111,12 +111,12 @@ export async function handleChat(req: IncomingMessage, res: ServerResponse, deps
         object: "chat.completion",
         created: Number(out.created),
         model: out.model,
-        choices: [{
-          index: 0,
-          message: { role: "assistant", content: out.content, ...(out.toolCalls.length > 0 && { tool_calls: out.toolCalls }) },
-          logprobs: out.logprobs ?? null,
-          finish_reason: finishOf(out.finishReason),
-        }],
+        choices: (out.choices.length > 0 ? out.choices : [{ index: 0, ...out }]).map((c) => ({
+          index: c.index,
+          message: { role: "assistant", content: c.content, ...(c.toolCalls.length > 0 && { tool_calls: c.toolCalls }) },
+          logprobs: c.logprobs ?? null,
+          finish_reason: finishOf(c.finishReason),
+        })),
         usage: usageJson(out.usage),
       }, keyed);
     }
@@ -146,20 +146,24 @@ async function streamChat(res: ServerResponse, deps: EdgeDeps, events: AsyncIter
   }, deps.keepAliveMs);
   let held: { event: StreamChatCompletionResponse; text: string } | undefined;
   let holdTimer: NodeJS.Timeout | undefined;
-  let sentRole = false;
+  // The first delta of each choice carries the role.
+  const sentRole = new Set<number>();
   const chunk = (e: StreamChatCompletionResponse, delta: Record<string, JsonValue>, finish: string | null) => {
+    const index = e.choiceIndex;
     sse.data({
       id: e.id, object: "chat.completion.chunk", created: Number(e.created), model: e.model,
-      choices: [{ index: 0, delta: sentRole ? delta : { role: "assistant", ...delta }, logprobs: null, finish_reason: finish }],
+      choices: [{ index, delta: sentRole.has(index) ? delta : { role: "assistant", ...delta }, logprobs: null, finish_reason: finish }],
     });
-    sentRole = true;
+    sentRole.add(index);
   };
+  /** Sends the held delta; with `finish`, it closes the choice of `e` (a held delta of another choice goes first). */
   const flush = (finish: string | null = null, e?: StreamChatCompletionResponse) => {
     clearTimeout(holdTimer);
     const h = held;
     held = undefined;
-    if (h) chunk(h.event, { content: h.text }, finish);
-    else if (e) chunk(e, { content: "" }, finish);
+    if (h && (!e || h.event.choiceIndex === e.choiceIndex)) return chunk(h.event, { content: h.text }, finish);
+    if (h) chunk(h.event, { content: h.text }, null);
+    if (e) chunk(e, { content: "" }, finish);
   };
   try {
     for await (const e of events) {

@@ -1,3 +1,4 @@
+import { FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { Engine, EngineEvent, EngineRequest } from "../engine.ts";
 import type { Tokenizer } from "../tokenizer.ts";
 import { composeAnswer } from "./answer.ts";
@@ -40,24 +41,31 @@ export function createExtractiveEngine(deps: ExtractiveEngineDeps): Engine {
 
   async function* generate(request: EngineRequest, signal: AbortSignal): AsyncGenerator<EngineEvent> {
     if (signal.aborted) return;
-    const answer = composeAnswer(request.messages, {
-      temperature: request.temperature ?? 0,
-      topP: request.topP ?? 1,
-      seed: request.seed,
-    });
-    const plan = planOutput(tokenizer, answer, request.stop, request.maxTokens);
+    const n = request.n ?? 1;
+    const finishes: Array<{ finishReason: FinishReason }> = [];
     let sinceTurn = 0;
-    for (const piece of plan.pieces) {
-      if (signal.aborted) return;
-      yield { type: "delta", text: piece.text, tokens: piece.tokens };
-      sinceTurn += piece.tokens;
-      if (sinceTurn >= TOKENS_PER_TURN) {
-        sinceTurn = 0;
-        await nextTurn();
+    // With n > 1, answer i uses seed + i, so a seeded call repeats every one of its answers.
+    for (let choice = 0; choice < n; choice++) {
+      const answer = composeAnswer(request.messages, {
+        temperature: request.temperature ?? 0,
+        topP: request.topP ?? 1,
+        seed: request.seed === undefined ? undefined : request.seed + BigInt(choice),
+      });
+      const plan = planOutput(tokenizer, answer, request.stop, request.maxTokens);
+      for (const piece of plan.pieces) {
+        if (signal.aborted) return;
+        yield { type: "delta", text: piece.text, tokens: piece.tokens, ...(n > 1 && { choice }) };
+        sinceTurn += piece.tokens;
+        if (sinceTurn >= TOKENS_PER_TURN) {
+          sinceTurn = 0;
+          await nextTurn();
+        }
       }
+      finishes.push({ finishReason: plan.finishReason });
     }
     if (signal.aborted) return;
-    yield { type: "done", finishReason: plan.finishReason };
+    const first = finishes[0]?.finishReason ?? FinishReason.STOP;
+    yield { type: "done", finishReason: first, ...(n > 1 && { choices: finishes }) };
   }
 
   return {

@@ -77,7 +77,7 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
       // 401, 403, 404...: the deployment is misconfigured, not the caller's request.
       throw sluiceError("service_unavailable", { retryAfterMs: NO_UPSTREAM_RETRY_MS });
     }
-    yield* parseUpstreamStream(res.body, options.tokenizer);
+    yield* parseUpstreamStream(res.body, options.tokenizer, request.n ?? 1);
     return "done";
   }
 

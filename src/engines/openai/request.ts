@@ -33,5 +33,6 @@ export function upstreamBody(request: EngineRequest, upstreamModel: string): Jso
   if (request.responseFormat !== undefined) body.response_format = request.responseFormat;
   if (request.logprobs !== undefined) body.logprobs = request.logprobs;
   if (request.topLogprobs !== undefined) body.top_logprobs = request.topLogprobs;
+  if (request.n !== undefined && request.n > 1) body.n = request.n;
   return body;
 }

@@ -68,4 +68,26 @@ describe("parseUpstreamStream", () => {
     const events = await collect([chunk({ index: 0, delta: { content: "x" }, finish_reason: "stop" })]);
     expect(events.at(-1)).toEqual({ type: "done", finishReason: FinishReason.STOP });
   });
+
+  it("keeps interleaved choices apart, each with its own finish", async () => {
+    const frames = [
+      chunk({ index: 0, delta: { content: "a0" } }),
+      chunk({ index: 1, delta: { content: "b0" } }),
+      chunk({ index: 1, delta: {}, finish_reason: "length" }),
+      chunk({ index: 0, delta: {}, finish_reason: "stop" }),
+      "[DONE]",
+    ];
+    const events: EngineEvent[] = [];
+    for await (const e of parseUpstreamStream(body(frames), tokenizer, 2)) events.push(e);
+    expect(events).toEqual([
+      { type: "delta", text: "a0", tokens: tokenizer.count("a0") },
+      { type: "delta", text: "b0", tokens: tokenizer.count("b0"), choice: 1 },
+      { type: "done", finishReason: FinishReason.STOP, choices: [{ finishReason: FinishReason.STOP }, { finishReason: FinishReason.LENGTH }] },
+    ]);
+  });
+
+  it("refuses a choice index that was not asked for", async () => {
+    const frames = [chunk({ index: 5, delta: { content: "x" } }), "[DONE]"];
+    await expect(collect(frames)).rejects.toThrow(/not asked for/);
+  });
 });

@@ -21,6 +21,7 @@ interface ChunkShape {
   error?: unknown;
   usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
   choices?: Array<{
+    index?: number;
     delta?: { content?: string | null; tool_calls?: JsonValue[] };
     finish_reason?: string | null;
     logprobs?: { content?: JsonValue[] | null } | null;
@@ -32,13 +33,14 @@ interface ChunkShape {
  * locally, for mid-call reservation), tool-call fragments as they come, then `done` with the
  * upstream's usage when it sent one (vLLM, OpenAI and llama.cpp do with include_usage).
  */
-export async function* parseUpstreamStream(body: AsyncIterable<Uint8Array>, tokenizer: Tokenizer): AsyncGenerator<EngineEvent> {
+export async function* parseUpstreamStream(body: AsyncIterable<Uint8Array>, tokenizer: Tokenizer, maxChoices = 1): AsyncGenerator<EngineEvent> {
   const queue: EventSourceMessage[] = [];
   const parser = createParser({ onEvent: (event) => queue.push(event) });
   const decoder = new TextDecoder();
-  let finish: FinishReason | undefined;
+  // Per choice, by the index the upstream gives each choice (0 unless n > 1).
+  const finish: Array<FinishReason | undefined> = [];
+  const logprobs: JsonValue[][] = [];
   let usage: { promptTokens: number; completionTokens: number } | undefined;
-  const logprobs: JsonValue[] = [];
   let done = false;
 
   for await (const bytes of body) {
@@ -60,19 +62,31 @@ export async function* parseUpstreamStream(body: AsyncIterable<Uint8Array>, toke
       if (chunk.usage && typeof chunk.usage.prompt_tokens === "number" && typeof chunk.usage.completion_tokens === "number") {
         usage = { promptTokens: chunk.usage.prompt_tokens, completionTokens: chunk.usage.completion_tokens };
       }
-      const choice = chunk.choices?.[0];
-      if (!choice) continue;
-      const text = choice.delta?.content ?? "";
-      const toolCalls = choice.delta?.tool_calls;
-      if (text || toolCalls?.length) {
-        const counted = tokenizer.count(text) + (toolCalls ? tokenizer.count(JSON.stringify(toolCalls)) : 0);
-        yield { type: "delta", text, tokens: Math.max(1, counted), ...(toolCalls?.length && { toolCalls }) };
+      for (const choice of chunk.choices ?? []) {
+        const index = choice.index ?? 0;
+        if (!Number.isSafeInteger(index) || index < 0 || index >= maxChoices) throw new UpstreamStreamError("the upstream sent a choice that was not asked for");
+        const text = choice.delta?.content ?? "";
+        const toolCalls = choice.delta?.tool_calls;
+        if (text || toolCalls?.length) {
+          const counted = tokenizer.count(text) + (toolCalls ? tokenizer.count(JSON.stringify(toolCalls)) : 0);
+          yield { type: "delta", text, tokens: Math.max(1, counted), ...(toolCalls?.length && { toolCalls }), ...(index > 0 && { choice: index }) };
+        }
+        if (choice.logprobs?.content) (logprobs[index] ??= []).push(...choice.logprobs.content);
+        if (choice.finish_reason) finish[index] = FINISH[choice.finish_reason] ?? FinishReason.STOP;
       }
-      if (choice.logprobs?.content) logprobs.push(...choice.logprobs.content);
-      if (choice.finish_reason) finish = FINISH[choice.finish_reason] ?? FinishReason.STOP;
     }
   }
-  if (!done && finish === undefined) throw new UpstreamStreamError("the upstream stream ended before it finished");
-  const lp: JsonObject | undefined = logprobs.length > 0 ? { content: logprobs } : undefined;
-  yield { type: "done", finishReason: finish ?? FinishReason.STOP, ...(usage && { usage }), ...(lp && { logprobs: lp }) };
+  if (!done && finish[0] === undefined) throw new UpstreamStreamError("the upstream stream ended before it finished");
+  const choices = Array.from({ length: Math.max(1, finish.length, logprobs.length) }, (_, i) => {
+    const lp: JsonObject | undefined = logprobs[i]?.length ? { content: logprobs[i] ?? [] } : undefined;
+    return { finishReason: finish[i] ?? FinishReason.STOP, ...(lp && { logprobs: lp }) };
+  });
+  const [first] = choices;
+  yield {
+    type: "done",
+    finishReason: first?.finishReason ?? FinishReason.STOP,
+    ...(usage && { usage }),
+    ...(first?.logprobs && { logprobs: first.logprobs }),
+    ...(choices.length > 1 && { choices }),
+  };
 }

@@ -141,7 +141,8 @@ describe("CompletionService", () => {
     const cases: [string, Params, string][] = [
       ["no messages and no prompt", {}, "messages"],
       ["temperature 3", { ...hi, temperature: 3 }, "temperature"],
-      ["n 2", { ...hi, n: 2 }, "n"],
+      ["n 9", { ...hi, n: 9 }, "n"],
+      ["n 0", { ...hi, n: 0 }, "n"],
       ["both prompt and messages", { ...hi, prompt: "hi" }, "prompt"],
       ["top_p 1.5", { ...hi, topP: 1.5 }, "topP"],
       ["five stop strings", { ...hi, stop: ["a", "b", "c", "d", "e"] }, "stop"],

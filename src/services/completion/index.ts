@@ -9,9 +9,18 @@ import { requirePrincipal } from "../auth/index.ts";
 import { admitCall } from "./admission.ts";
 import type { CallDeps } from "./run-call.ts";
 import { mergeToolCallDeltas } from "./tool-calls.ts";
+import { MAX_CHOICES } from "./validate.ts";
 
 type StreamOut = MessageInitShape<typeof StreamChatCompletionResponseSchema>;
 type UnaryOut = MessageInitShape<typeof CreateChatCompletionResponseSchema>;
+/** One answer as the unary call gathers it. */
+interface ChoiceOut {
+  index: number;
+  content: string;
+  finishReason: FinishReason;
+  toolCalls: JsonObject[];
+  logprobs?: JsonObject;
+}
 
 const usageOf = (p: number, c: number) => ({ promptTokens: BigInt(p), completionTokens: BigInt(c), totalTokens: BigInt(p + c) });
 
@@ -24,23 +33,33 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
     async createChatCompletion(req, ctx): Promise<UnaryOut> {
       const principal = requirePrincipal(ctx.values);
       const { header, events } = await admitCall(deps, principal, req.params, false, ctx);
-      let content = "";
-      let finishReason: FinishReason = FinishReason.UNSPECIFIED;
+      const choices: ChoiceOut[] = [];
+      const choice = (index: number): ChoiceOut => {
+        if (index < 0 || index >= MAX_CHOICES) throw new RangeError(`choice ${index} out of range`);
+        for (let i = choices.length; i <= index; i++) choices.push({ index: i, content: "", finishReason: FinishReason.UNSPECIFIED, toolCalls: [] });
+        return choices[index] as ChoiceOut;
+      };
       let usage = usageOf(0, 0);
-      let logprobs: JsonObject | undefined;
-      const toolCalls: JsonObject[] = [];
       for await (const event of events) {
         if (event.type === "delta") {
-          content += event.text;
-          if (event.toolCalls) mergeToolCallDeltas(toolCalls, event.toolCalls);
+          const c = choice(event.choice);
+          c.content += event.text;
+          if (event.toolCalls) mergeToolCallDeltas(c.toolCalls, event.toolCalls);
         } else if (event.type === "finish") {
-          finishReason = event.finishReason;
-          logprobs = event.logprobs;
+          const c = choice(event.choice);
+          c.finishReason = event.finishReason;
+          if (event.logprobs) c.logprobs = event.logprobs;
         } else {
           usage = usageOf(event.promptTokens, event.completionTokens);
         }
       }
-      return { id: header.id, model: header.model, created: BigInt(header.created), content, finishReason, usage, toolCalls, ...(logprobs && { logprobs }) };
+      const first = choice(0);
+      return {
+        id: header.id, model: header.model, created: BigInt(header.created), usage,
+        content: first.content, finishReason: first.finishReason, toolCalls: first.toolCalls,
+        ...(first.logprobs && { logprobs: first.logprobs }),
+        choices,
+      };
     },
 
     listModels() {
@@ -53,11 +72,14 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
       const base = { id: header.id, model: header.model, created: BigInt(header.created) };
       for await (const event of events) {
         if (event.type === "delta") {
-          if (event.toolCalls) yield { ...base, event: { case: "toolCalls", value: fromJson(ListValueSchema, event.toolCalls) } };
-          if (event.text) yield { ...base, event: { case: "delta", value: event.text } };
+          const at = { ...base, choiceIndex: event.choice };
+          if (event.toolCalls) yield { ...at, event: { case: "toolCalls", value: fromJson(ListValueSchema, event.toolCalls) } };
+          if (event.text) yield { ...at, event: { case: "delta", value: event.text } };
+        } else if (event.type === "finish") {
+          yield { ...base, choiceIndex: event.choice, event: { case: "finishReason", value: event.finishReason } };
+        } else {
+          yield { ...base, event: { case: "usage", value: usageOf(event.promptTokens, event.completionTokens) } };
         }
-        else if (event.type === "finish") yield { ...base, event: { case: "finishReason", value: event.finishReason } };
-        else yield { ...base, event: { case: "usage", value: usageOf(event.promptTokens, event.completionTokens) } };
       }
     },
   };

@@ -56,8 +56,8 @@ export interface CallDeps {
 
 /** What a call yields, in order: deltas, then the finish, then the billed usage. */
 export type CallEvent =
-  | { type: "delta"; text: string; toolCalls?: JsonValue[] }
-  | { type: "finish"; finishReason: FinishReason; logprobs?: JsonObject }
+  | { type: "delta"; choice: number; text: string; toolCalls?: JsonValue[] }
+  | { type: "finish"; choice: number; finishReason: FinishReason; logprobs?: JsonObject }
   | { type: "usage"; promptTokens: number; completionTokens: number };
 
 /** The identity of a running call, fixed before its first event. */
@@ -108,7 +108,7 @@ export async function planCall(deps: CallDeps, principal: Principal, call: ChatC
 
   const period = periodOf(now);
   const id = `chatcmpl-${randomUUID().replaceAll("-", "")}`;
-  const worst = costUsdMicros(model, promptTokens, call.maxTokens);
+  const worst = costUsdMicros(model, promptTokens, call.maxTokens * call.n);
   // A free model still needs budget left: free calls are never a way around a cap.
   const minimum = Math.max(1, costUsdMicros(model, promptTokens, 1));
   return {
@@ -135,6 +135,7 @@ export async function planCall(deps: CallDeps, principal: Principal, call: ChatC
       ...(call.responseFormat !== undefined && { responseFormat: call.responseFormat }),
       ...(call.logprobs !== undefined && { logprobs: call.logprobs }),
       ...(call.topLogprobs !== undefined && { topLogprobs: call.topLogprobs }),
+      n: call.n,
     },
   };
 }
@@ -185,7 +186,7 @@ export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream:
             reserved += more;
           }
           produced += event.tokens;
-          if (event.text || event.toolCalls) yield { type: "delta", text: event.text, ...(event.toolCalls && { toolCalls: event.toolCalls }) };
+          if (event.text || event.toolCalls) yield { type: "delta", choice: event.choice ?? 0, text: event.text, ...(event.toolCalls && { toolCalls: event.toolCalls }) };
           continue;
         }
         // An upstream's own count is used when it is sane; otherwise ours.
@@ -202,7 +203,10 @@ export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream:
           },
         });
         settled = true;
-        yield { type: "finish", finishReason: event.finishReason, ...(event.logprobs && { logprobs: event.logprobs }) };
+        const finishes = event.choices ?? [{ finishReason: event.finishReason, ...(event.logprobs && { logprobs: event.logprobs }) }];
+        for (const [choice, f] of finishes.entries()) {
+          yield { type: "finish", choice, finishReason: f.finishReason, ...(f.logprobs && { logprobs: f.logprobs }) };
+        }
         yield { type: "usage", promptTokens: prompt, completionTokens: completion };
         return;
       }

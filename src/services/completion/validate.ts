@@ -5,6 +5,9 @@ import type { ChatParams } from "../../../gen/sluice/completion/v1/completion_se
 import { DEFAULT_MODEL } from "../../engines/models.ts";
 import { sluiceError } from "../../errors/catalogue.ts";
 
+/** The most choices one call may ask for: each multiplies the worst-case cost. */
+export const MAX_CHOICES = 8;
+
 /** The max_tokens ceiling of SPEC: higher, missing, zero or non-integer values mean this. */
 export const MAX_TOKENS_CEILING = 4096;
 
@@ -37,7 +40,7 @@ const chatSchema = z.object({
   user: z.string().max(512).optional(),
   presencePenalty: z.number().min(-2).max(2).optional(),
   frequencyPenalty: z.number().min(-2).max(2).optional(),
-  n: z.number().int().min(1).max(1, "only n = 1 is served").optional(),
+  n: z.number().int().min(1).max(MAX_CHOICES, `n must be between 1 and ${MAX_CHOICES}`).optional().transform((v) => v ?? 1),
   tools: z.array(json).max(128).optional(),
   toolChoice: z.custom<JsonValue>((v) => typeof v === "string" || json.safeParse(v).success, "must be a string or an object").optional(),
   responseFormat: json.optional(),

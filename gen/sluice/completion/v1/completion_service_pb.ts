@@ -14,7 +14,7 @@ import type { JsonObject, Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file sluice/completion/v1/completion_service.proto.
  */
 export const file_sluice_completion_v1_completion_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci1zbHVpY2UvY29tcGxldGlvbi92MS9jb21wbGV0aW9uX3NlcnZpY2UucHJvdG8SFHNsdWljZS5jb21wbGV0aW9uLnYxIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IkEKEkxpc3RNb2RlbHNSZXNwb25zZRIrCgZtb2RlbHMYASADKAsyGy5zbHVpY2UuY29tcGxldGlvbi52MS5Nb2RlbCIlCgVNb2RlbBIKCgJpZBgBIAEoCRIQCghvd25lZF9ieRgCIAEoCSKhAQoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhEKBG5hbWUYAyABKAlIAIgBARIZCgx0b29sX2NhbGxfaWQYBCABKAlIAYgBARIrCgp0b29sX2NhbGxzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIHCgVfbmFtZUIPCg1fdG9vbF9jYWxsX2lkIv0ECgpDaGF0UGFyYW1zEg0KBW1vZGVsGAEgASgJEjMKCG1lc3NhZ2VzGAIgAygLMiEuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdE1lc3NhZ2USEwoGcHJvbXB0GAMgASgJSACIAQESFwoKbWF4X3Rva2VucxgEIAEoA0gBiAEBEhgKC3RlbXBlcmF0dXJlGAUgASgBSAKIAQESEgoFdG9wX3AYBiABKAFIA4gBARIMCgRzdG9wGAcgAygJEhEKBHNlZWQYCCABKANIBIgBARIRCgR1c2VyGAkgASgJSAWIAQESHQoQcHJlc2VuY2VfcGVuYWx0eRgKIAEoAUgGiAEBEh4KEWZyZXF1ZW5jeV9wZW5hbHR5GAsgASgBSAeIAQESDgoBbhgMIAEoBUgIiAEBEiYKBXRvb2xzGA0gAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIrCgt0b29sX2Nob2ljZRgOIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIwCg9yZXNwb25zZV9mb3JtYXQYDyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKCGxvZ3Byb2JzGBAgASgISAmIAQESGQoMdG9wX2xvZ3Byb2JzGBEgASgFSAqIAQFCCQoHX3Byb21wdEINCgtfbWF4X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCCAoGX3RvcF9wQgcKBV9zZWVkQgcKBV91c2VyQhMKEV9wcmVzZW5jZV9wZW5hbHR5QhQKEl9mcmVxdWVuY3lfcGVuYWx0eUIECgJfbkILCglfbG9ncHJvYnNCDwoNX3RvcF9sb2dwcm9icyJPCgVVc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgDEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgDEhQKDHRvdGFsX3Rva2VucxgDIAEoAyJPChtDcmVhdGVDaGF0Q29tcGxldGlvblJlcXVlc3QSMAoGcGFyYW1zGAEgASgLMiAuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdFBhcmFtcyKaAgocQ3JlYXRlQ2hhdENvbXBsZXRpb25SZXNwb25zZRIKCgJpZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdjcmVhdGVkGAMgASgDEg8KB2NvbnRlbnQYBCABKAkSOQoNZmluaXNoX3JlYXNvbhgFIAEoDjIiLnNsdWljZS5jb21wbGV0aW9uLnYxLkZpbmlzaFJlYXNvbhIqCgV1c2FnZRgGIAEoCzIbLnNsdWljZS5jb21wbGV0aW9uLnYxLlVzYWdlEisKCnRvb2xfY2FsbHMYByADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EikKCGxvZ3Byb2JzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJPChtTdHJlYW1DaGF0Q29tcGxldGlvblJlcXVlc3QSMAoGcGFyYW1zGAEgASgLMiAuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdFBhcmFtcyKBAgocU3RyZWFtQ2hhdENvbXBsZXRpb25SZXNwb25zZRIKCgJpZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdjcmVhdGVkGAMgASgDEg8KBWRlbHRhGAQgASgJSAASOwoNZmluaXNoX3JlYXNvbhgFIAEoDjIiLnNsdWljZS5jb21wbGV0aW9uLnYxLkZpbmlzaFJlYXNvbkgAEiwKBXVzYWdlGAYgASgLMhsuc2x1aWNlLmNvbXBsZXRpb24udjEuVXNhZ2VIABIwCgp0b29sX2NhbGxzGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZUgAQgcKBWV2ZW50Kp8BCgxGaW5pc2hSZWFzb24SHQoZRklOSVNIX1JFQVNPTl9VTlNQRUNJRklFRBAAEhYKEkZJTklTSF9SRUFTT05fU1RPUBABEhgKFEZJTklTSF9SRUFTT05fTEVOR1RIEAISHAoYRklOSVNIX1JFQVNPTl9UT09MX0NBTExTEAMSIAocRklOSVNIX1JFQVNPTl9DT05URU5UX0ZJTFRFUhAEMvQCChFDb21wbGV0aW9uU2VydmljZRJ9ChRDcmVhdGVDaGF0Q29tcGxldGlvbhIxLnNsdWljZS5jb21wbGV0aW9uLnYxLkNyZWF0ZUNoYXRDb21wbGV0aW9uUmVxdWVzdBoyLnNsdWljZS5jb21wbGV0aW9uLnYxLkNyZWF0ZUNoYXRDb21wbGV0aW9uUmVzcG9uc2USfwoUU3RyZWFtQ2hhdENvbXBsZXRpb24SMS5zbHVpY2UuY29tcGxldGlvbi52MS5TdHJlYW1DaGF0Q29tcGxldGlvblJlcXVlc3QaMi5zbHVpY2UuY29tcGxldGlvbi52MS5TdHJlYW1DaGF0Q29tcGxldGlvblJlc3BvbnNlMAESXwoKTGlzdE1vZGVscxInLnNsdWljZS5jb21wbGV0aW9uLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Giguc2x1aWNlLmNvbXBsZXRpb24udjEuTGlzdE1vZGVsc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("Ci1zbHVpY2UvY29tcGxldGlvbi92MS9jb21wbGV0aW9uX3NlcnZpY2UucHJvdG8SFHNsdWljZS5jb21wbGV0aW9uLnYxIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IkEKEkxpc3RNb2RlbHNSZXNwb25zZRIrCgZtb2RlbHMYASADKAsyGy5zbHVpY2UuY29tcGxldGlvbi52MS5Nb2RlbCIlCgVNb2RlbBIKCgJpZBgBIAEoCRIQCghvd25lZF9ieRgCIAEoCSKhAQoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhEKBG5hbWUYAyABKAlIAIgBARIZCgx0b29sX2NhbGxfaWQYBCABKAlIAYgBARIrCgp0b29sX2NhbGxzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIHCgVfbmFtZUIPCg1fdG9vbF9jYWxsX2lkIv0ECgpDaGF0UGFyYW1zEg0KBW1vZGVsGAEgASgJEjMKCG1lc3NhZ2VzGAIgAygLMiEuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdE1lc3NhZ2USEwoGcHJvbXB0GAMgASgJSACIAQESFwoKbWF4X3Rva2VucxgEIAEoA0gBiAEBEhgKC3RlbXBlcmF0dXJlGAUgASgBSAKIAQESEgoFdG9wX3AYBiABKAFIA4gBARIMCgRzdG9wGAcgAygJEhEKBHNlZWQYCCABKANIBIgBARIRCgR1c2VyGAkgASgJSAWIAQESHQoQcHJlc2VuY2VfcGVuYWx0eRgKIAEoAUgGiAEBEh4KEWZyZXF1ZW5jeV9wZW5hbHR5GAsgASgBSAeIAQESDgoBbhgMIAEoBUgIiAEBEiYKBXRvb2xzGA0gAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIrCgt0b29sX2Nob2ljZRgOIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIwCg9yZXNwb25zZV9mb3JtYXQYDyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKCGxvZ3Byb2JzGBAgASgISAmIAQESGQoMdG9wX2xvZ3Byb2JzGBEgASgFSAqIAQFCCQoHX3Byb21wdEINCgtfbWF4X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCCAoGX3RvcF9wQgcKBV9zZWVkQgcKBV91c2VyQhMKEV9wcmVzZW5jZV9wZW5hbHR5QhQKEl9mcmVxdWVuY3lfcGVuYWx0eUIECgJfbkILCglfbG9ncHJvYnNCDwoNX3RvcF9sb2dwcm9icyJPCgVVc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgDEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgDEhQKDHRvdGFsX3Rva2VucxgDIAEoAyJPChtDcmVhdGVDaGF0Q29tcGxldGlvblJlcXVlc3QSMAoGcGFyYW1zGAEgASgLMiAuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdFBhcmFtcyLJAgocQ3JlYXRlQ2hhdENvbXBsZXRpb25SZXNwb25zZRIKCgJpZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdjcmVhdGVkGAMgASgDEg8KB2NvbnRlbnQYBCABKAkSOQoNZmluaXNoX3JlYXNvbhgFIAEoDjIiLnNsdWljZS5jb21wbGV0aW9uLnYxLkZpbmlzaFJlYXNvbhIqCgV1c2FnZRgGIAEoCzIbLnNsdWljZS5jb21wbGV0aW9uLnYxLlVzYWdlEisKCnRvb2xfY2FsbHMYByADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EikKCGxvZ3Byb2JzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBItCgdjaG9pY2VzGAkgAygLMhwuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hvaWNlIrsBCgZDaG9pY2USDQoFaW5kZXgYASABKA0SDwoHY29udGVudBgCIAEoCRI5Cg1maW5pc2hfcmVhc29uGAMgASgOMiIuc2x1aWNlLmNvbXBsZXRpb24udjEuRmluaXNoUmVhc29uEisKCnRvb2xfY2FsbHMYBCADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EikKCGxvZ3Byb2JzGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJPChtTdHJlYW1DaGF0Q29tcGxldGlvblJlcXVlc3QSMAoGcGFyYW1zGAEgASgLMiAuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdFBhcmFtcyKXAgocU3RyZWFtQ2hhdENvbXBsZXRpb25SZXNwb25zZRIKCgJpZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdjcmVhdGVkGAMgASgDEg8KBWRlbHRhGAQgASgJSAASOwoNZmluaXNoX3JlYXNvbhgFIAEoDjIiLnNsdWljZS5jb21wbGV0aW9uLnYxLkZpbmlzaFJlYXNvbkgAEiwKBXVzYWdlGAYgASgLMhsuc2x1aWNlLmNvbXBsZXRpb24udjEuVXNhZ2VIABIwCgp0b29sX2NhbGxzGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZUgAEhQKDGNob2ljZV9pbmRleBgIIAEoDUIHCgVldmVudCqfAQoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBACEhwKGEZJTklTSF9SRUFTT05fVE9PTF9DQUxMUxADEiAKHEZJTklTSF9SRUFTT05fQ09OVEVOVF9GSUxURVIQBDL0AgoRQ29tcGxldGlvblNlcnZpY2USfQoUQ3JlYXRlQ2hhdENvbXBsZXRpb24SMS5zbHVpY2UuY29tcGxldGlvbi52MS5DcmVhdGVDaGF0Q29tcGxldGlvblJlcXVlc3QaMi5zbHVpY2UuY29tcGxldGlvbi52MS5DcmVhdGVDaGF0Q29tcGxldGlvblJlc3BvbnNlEn8KFFN0cmVhbUNoYXRDb21wbGV0aW9uEjEuc2x1aWNlLmNvbXBsZXRpb24udjEuU3RyZWFtQ2hhdENvbXBsZXRpb25SZXF1ZXN0GjIuc2x1aWNlLmNvbXBsZXRpb24udjEuU3RyZWFtQ2hhdENvbXBsZXRpb25SZXNwb25zZTABEl8KCkxpc3RNb2RlbHMSJy5zbHVpY2UuY29tcGxldGlvbi52MS5MaXN0TW9kZWxzUmVxdWVzdBooLnNsdWljZS5jb21wbGV0aW9uLnYxLkxpc3RNb2RlbHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * ListModelsRequest carries nothing: every caller sees every model.
@@ -213,7 +213,7 @@ export type ChatParams = Message<"sluice.completion.v1.ChatParams"> & {
   frequencyPenalty?: number | undefined;
 
   /**
-   * Number of choices; only 1 is served.
+   * Number of choices to generate, 1 to 8; 1 when unset.
    *
    * @generated from field: optional int32 n = 12;
    */
@@ -379,6 +379,13 @@ export type CreateChatCompletionResponse = Message<"sluice.completion.v1.CreateC
    * @generated from field: google.protobuf.Struct logprobs = 8;
    */
   logprobs?: JsonObject | undefined;
+
+  /**
+   * Every choice, by index; content, finish_reason, tool_calls and logprobs above repeat choice 0.
+   *
+   * @generated from field: repeated sluice.completion.v1.Choice choices = 9;
+   */
+  choices: Choice[];
 };
 
 /**
@@ -387,6 +394,55 @@ export type CreateChatCompletionResponse = Message<"sluice.completion.v1.CreateC
  */
 export const CreateChatCompletionResponseSchema: GenMessage<CreateChatCompletionResponse> = /*@__PURE__*/
   messageDesc(file_sluice_completion_v1_completion_service, 7);
+
+/**
+ * Choice is one of the n answers of a call.
+ *
+ * @generated from message sluice.completion.v1.Choice
+ */
+export type Choice = Message<"sluice.completion.v1.Choice"> & {
+  /**
+   * The position of the choice, from 0.
+   *
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * The generated text.
+   *
+   * @generated from field: string content = 2;
+   */
+  content: string;
+
+  /**
+   * Why this answer ended.
+   *
+   * @generated from field: sluice.completion.v1.FinishReason finish_reason = 3;
+   */
+  finishReason: FinishReason;
+
+  /**
+   * The tool calls of this answer, in the OpenAI JSON shape.
+   *
+   * @generated from field: repeated google.protobuf.Struct tool_calls = 4;
+   */
+  toolCalls: JsonObject[];
+
+  /**
+   * The log probabilities of this answer, in the OpenAI JSON shape, when asked for.
+   *
+   * @generated from field: google.protobuf.Struct logprobs = 5;
+   */
+  logprobs?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message sluice.completion.v1.Choice.
+ * Use `create(ChoiceSchema)` to create a new message.
+ */
+export const ChoiceSchema: GenMessage<Choice> = /*@__PURE__*/
+  messageDesc(file_sluice_completion_v1_completion_service, 8);
 
 /**
  * StreamChatCompletionRequest asks for a streamed answer.
@@ -407,7 +463,7 @@ export type StreamChatCompletionRequest = Message<"sluice.completion.v1.StreamCh
  * Use `create(StreamChatCompletionRequestSchema)` to create a new message.
  */
 export const StreamChatCompletionRequestSchema: GenMessage<StreamChatCompletionRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_completion_v1_completion_service, 8);
+  messageDesc(file_sluice_completion_v1_completion_service, 9);
 
 /**
  * StreamChatCompletionResponse is one event of a streamed answer.
@@ -474,6 +530,13 @@ export type StreamChatCompletionResponse = Message<"sluice.completion.v1.StreamC
     value: ListValue;
     case: "toolCalls";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * The choice a delta, tool_calls or finish_reason event belongs to (0 unless n > 1).
+   *
+   * @generated from field: uint32 choice_index = 8;
+   */
+  choiceIndex: number;
 };
 
 /**
@@ -481,7 +544,7 @@ export type StreamChatCompletionResponse = Message<"sluice.completion.v1.StreamC
  * Use `create(StreamChatCompletionResponseSchema)` to create a new message.
  */
 export const StreamChatCompletionResponseSchema: GenMessage<StreamChatCompletionResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_completion_v1_completion_service, 9);
+  messageDesc(file_sluice_completion_v1_completion_service, 10);
 
 /**
  * FinishReason says why the answer ended.
