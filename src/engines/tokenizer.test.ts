@@ -22,6 +22,20 @@ describe("tokenizer", () => {
     expect(t.count(cjk)).toBeLessThanOrEqual(Math.ceil(exact * 1.01));
   });
 
+  it("counts long runs of spaces and newlines in pieces too", () => {
+    for (const ws of [" ", "\n", "\t"]) {
+      const text = `${ws.repeat(200_000)}hi`;
+      const n = t.count(text);
+      expect(n).toBeGreaterThan(0);
+      expect(n).toBeLessThanOrEqual(Math.ceil(countTokens(ws.repeat(1_000)) * 200 * 1.01) + 2);
+    }
+  });
+
+  it("never cuts a surrogate pair in half", () => {
+    const emoji = "🦀".repeat(1_000);
+    expect(t.count(emoji)).toBeLessThanOrEqual(Math.ceil(countTokens(emoji) * 1.01));
+  });
+
   it("refuses a huge unbroken input against the limit without counting all of it", () => {
     expect(t.countMessages([{ role: "user", content: "a".repeat(2_000_000) }], 32_768)).toBeUndefined();
     expect(t.countMessages([{ role: "user", content: "a".repeat(1_000) }], 32_768)).toBe(3 + 3 + t.count("a".repeat(1_000)));

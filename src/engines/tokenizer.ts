@@ -25,25 +25,31 @@ export interface Tokenizer {
 }
 
 /**
- * The longest run of non-space characters counted as one piece. BPE merging is quadratic in
- * the length of a piece, so one unbroken 100 KB "word" would take seconds; cutting such runs
- * costs at most one extra token per cut, only on inputs no language produces.
+ * The longest run of one character class (spaces, or everything else) counted as one piece.
+ * BPE merging is quadratic in the length of a pre-token, and an unbroken 100 KB "word" or a
+ * 100 KB run of spaces is one pre-token that would take seconds; cutting such runs costs at
+ * most one extra token per cut, only on inputs no language produces.
  */
 const MAX_RUN = 256;
 
 const isSpace = (code: number) => code === 32 || (code >= 9 && code <= 13) || code === 160 || code === 0x3000;
+const isLowSurrogate = (code: number) => code >= 0xdc00 && code <= 0xdfff;
 
-/** The text in pieces whose non-space runs are at most MAX_RUN long, lazily, for early exit. */
+/** The text in pieces with no same-class run longer than MAX_RUN, lazily, for early exit. */
 function* pieces(text: string): Generator<string> {
   let start = 0;
   let run = 0;
+  let spaces = false;
   for (let i = 0; i < text.length; i++) {
-    if (isSpace(text.charCodeAt(i))) {
+    const code = text.charCodeAt(i);
+    const space = isSpace(code);
+    if (space !== spaces) {
+      spaces = space;
       run = 0;
-      continue;
     }
     run += 1;
-    if (run > MAX_RUN) {
+    // Never cut between the halves of a surrogate pair.
+    if (run > MAX_RUN && !isLowSurrogate(code)) {
       yield text.slice(start, i);
       start = i;
       run = 1;

@@ -47,6 +47,8 @@ const DEFAULT_UNAVAILABLE_RETRY_MS = 1000;
 /** Maps any error thrown by the core into the HTTP status, envelope and headers of SPEC. */
 export function toHttpError(thrown: unknown, links: ErrorLinks): HttpError {
   const err = ConnectError.from(thrown);
+  // A message over the core's read limit (a split deployment's gRPC hop) is a body too large.
+  if (err.code === Code.ResourceExhausted && reasonOf(err) === undefined) return bodyTooLarge();
   const reason = reasonOf(err) ?? fallbackReason(err);
   const headers: Record<string, string> = {};
   err.metadata.forEach((value, key) => {

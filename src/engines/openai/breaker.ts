@@ -5,13 +5,16 @@
  * every call a connect timeout.
  */
 export interface Breaker {
-  /** Whether a call may go to this upstream now; in half-open, only the first caller gets true. */
-  tryAcquire(): boolean;
+  /**
+   * Whether a call may go to this upstream now: "call" while closed, "probe" for the one call
+   * let through half-open (only its owner may `release` the slot), false otherwise.
+   */
+  tryAcquire(): "call" | "probe" | false;
   /** Whether a call could be let through now (for readiness), without taking the probe. */
   available(): boolean;
   success(): void;
   failure(): void;
-  /** Ends a call that proved nothing (its client went away): a half-open probe slot is freed. */
+  /** Ends a probe that proved nothing (its client went away), freeing the half-open slot. */
   release(): void;
   readonly state: "closed" | "open" | "half-open";
 }
@@ -44,10 +47,10 @@ export function createBreaker(options: BreakerOptions): Breaker {
     },
     tryAcquire() {
       if (due()) state = "half-open";
-      if (state === "closed") return true;
+      if (state === "closed") return "call";
       if (state === "half-open" && !probing) {
         probing = true;
-        return true;
+        return "probe";
       }
       return false;
     },

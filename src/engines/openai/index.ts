@@ -85,14 +85,15 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
     async *generate(request, signal) {
       const tried = new Set<Upstream>();
       for (;;) {
-        const upstream = pool.pick(tried);
-        if (!upstream) {
+        const picked = pool.pick(tried);
+        if (!picked) {
           throw sluiceError("service_unavailable", { retryAfterMs: NO_UPSTREAM_RETRY_MS, message: "No model server can take the call now. Back off and retry." });
         }
+        const { upstream, probe } = picked;
         tried.add(upstream);
         upstream.outstanding += 1;
         let delivered = false;
-        // Whether this attempt told the breaker anything; one that did not frees its probe slot.
+        // Whether this attempt told the breaker anything; a probe that did not frees its slot.
         let judged = false;
         try {
           const run = attempt(upstream, request, signal);
@@ -123,7 +124,7 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
           if (delivered) throw err;
         } finally {
           upstream.outstanding -= 1;
-          if (!judged) upstream.breaker.release();
+          if (probe && !judged) upstream.breaker.release();
         }
       }
     },

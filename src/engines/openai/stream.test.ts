@@ -90,4 +90,15 @@ describe("parseUpstreamStream", () => {
     const frames = [chunk({ index: 5, delta: { content: "x" } }), "[DONE]"];
     await expect(collect(frames)).rejects.toThrow(/not asked for/);
   });
+
+  it("fails when a started choice never finishes and the stream ends without [DONE]", async () => {
+    const frames = [
+      chunk({ index: 0, delta: { content: "a" }, finish_reason: "stop" }),
+      chunk({ index: 1, delta: { content: "half" } }),
+    ];
+    const run = async () => {
+      for await (const _ of parseUpstreamStream(body(frames), tokenizer, 2)) { /* drain */ }
+    };
+    await expect(run()).rejects.toBeInstanceOf(UpstreamStreamError);
+  });
 });

@@ -41,6 +41,7 @@ export async function* parseUpstreamStream(body: AsyncIterable<Uint8Array>, toke
   const finish: Array<FinishReason | undefined> = [];
   const logprobs: JsonValue[][] = [];
   let usage: { promptTokens: number; completionTokens: number } | undefined;
+  let seen = 0;
   let done = false;
 
   for await (const bytes of body) {
@@ -65,6 +66,7 @@ export async function* parseUpstreamStream(body: AsyncIterable<Uint8Array>, toke
       for (const choice of chunk.choices ?? []) {
         const index = choice.index ?? 0;
         if (!Number.isSafeInteger(index) || index < 0 || index >= maxChoices) throw new UpstreamStreamError("the upstream sent a choice that was not asked for");
+        seen = Math.max(seen, index + 1);
         const text = choice.delta?.content ?? "";
         const toolCalls = choice.delta?.tool_calls;
         if (text || toolCalls?.length) {
@@ -76,8 +78,12 @@ export async function* parseUpstreamStream(body: AsyncIterable<Uint8Array>, toke
       }
     }
   }
-  if (!done && finish[0] === undefined) throw new UpstreamStreamError("the upstream stream ended before it finished");
-  const choices = Array.from({ length: Math.max(1, finish.length, logprobs.length) }, (_, i) => {
+  // Every choice that was started must have finished; a stream cut short is a failure.
+  const started = Math.max(1, finish.length, logprobs.length, seen);
+  for (let i = 0; i < started; i++) {
+    if (finish[i] === undefined && !done) throw new UpstreamStreamError("the upstream stream ended before it finished");
+  }
+  const choices = Array.from({ length: started }, (_, i) => {
     const lp: JsonObject | undefined = logprobs[i]?.length ? { content: logprobs[i] ?? [] } : undefined;
     return { finishReason: finish[i] ?? FinishReason.STOP, ...(lp && { logprobs: lp }) };
   });

@@ -43,10 +43,14 @@ export function createUpstreamPool(options: UpstreamPoolOptions) {
   });
   return {
     upstreams,
-    /** The next upstream to try, or undefined when every untried one is set aside. */
-    pick(tried: ReadonlySet<Upstream>): Upstream | undefined {
+    /** The next upstream to try (and whether the call is its breaker's probe), or undefined when every untried one is set aside. */
+    pick(tried: ReadonlySet<Upstream>): { upstream: Upstream; probe: boolean } | undefined {
       const candidates = upstreams.filter((u) => !tried.has(u) && u.breaker.available()).sort((a, b) => a.outstanding - b.outstanding);
-      return candidates.find((u) => u.breaker.tryAcquire());
+      for (const upstream of candidates) {
+        const grant = upstream.breaker.tryAcquire();
+        if (grant) return { upstream, probe: grant === "probe" };
+      }
+      return undefined;
     },
     /** Whether any upstream could take a call now. */
     anyAvailable: () => upstreams.some((u) => u.breaker.available()),

@@ -67,6 +67,7 @@ describe("billing edges", () => {
   it.each([
     ["negative", { promptTokens: -1000, completionTokens: 1 }],
     ["fractional", { promptTokens: 3, completionTokens: 1.5 }],
+    ["no-output-after-output", { promptTokens: 3, completionTokens: 0 }],
   ])("ignores a %s upstream usage and bills from its own count", async (_what, usage) => {
     const { completion, call, balance } = await setup([{ type: "delta", text: "ok", tokens: 1 }, { type: "done", finishReason: FinishReason.STOP, usage }], 10_000_000n);
     const out = await completion.createChatCompletion({ params: hi }, call);

@@ -19,6 +19,8 @@ interface ChoiceOut {
   content: string;
   finishReason: FinishReason;
   toolCalls: JsonObject[];
+  /** Where each engine tool-call index landed in `toolCalls`. */
+  slots: Map<number, number>;
   logprobs?: JsonObject;
 }
 
@@ -36,7 +38,7 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
       const choices: ChoiceOut[] = [];
       const choice = (index: number): ChoiceOut => {
         if (index < 0 || index >= MAX_CHOICES) throw new RangeError(`choice ${index} out of range`);
-        for (let i = choices.length; i <= index; i++) choices.push({ index: i, content: "", finishReason: FinishReason.UNSPECIFIED, toolCalls: [] });
+        for (let i = choices.length; i <= index; i++) choices.push({ index: i, content: "", finishReason: FinishReason.UNSPECIFIED, toolCalls: [], slots: new Map() });
         return choices[index] as ChoiceOut;
       };
       let usage = usageOf(0, 0);
@@ -44,7 +46,7 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
         if (event.type === "delta") {
           const c = choice(event.choice);
           c.content += event.text;
-          if (event.toolCalls) mergeToolCallDeltas(c.toolCalls, event.toolCalls);
+          if (event.toolCalls) mergeToolCallDeltas(c.toolCalls, event.toolCalls, c.slots);
         } else if (event.type === "finish") {
           const c = choice(event.choice);
           c.finishReason = event.finishReason;
@@ -58,7 +60,7 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
         id: header.id, model: header.model, created: BigInt(header.created), usage,
         content: first.content, finishReason: first.finishReason, toolCalls: first.toolCalls,
         ...(first.logprobs && { logprobs: first.logprobs }),
-        choices,
+        choices: choices.map(({ slots: _slots, ...c }) => c),
       };
     },
 

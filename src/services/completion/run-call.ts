@@ -190,7 +190,10 @@ export function runCall(deps: CallDeps, plan: CallPlan, granted: number, stream:
           continue;
         }
         // An upstream's own count is used when it is sane; otherwise ours.
-        const usage = event.usage && validCount(event.usage.promptTokens) && validCount(event.usage.completionTokens) ? event.usage : undefined;
+        // (A count of no output after output was streamed is not sane either.)
+        const sane = (u: { promptTokens: number; completionTokens: number }) =>
+          validCount(u.promptTokens) && validCount(u.completionTokens) && !(u.completionTokens === 0 && produced > 0);
+        const usage = event.usage && sane(event.usage) ? event.usage : undefined;
         const prompt = usage?.promptTokens ?? promptTokens;
         const completion = usage?.completionTokens ?? produced;
         const charge = Math.min(reserved, costUsdMicros(model, prompt, completion));

@@ -9,21 +9,23 @@ const str = (v: JsonValue | undefined): string | undefined => (typeof v === "str
 /**
  * Merges streamed tool-call fragments (OpenAI `delta.tool_calls`: `{index, id?, type?,
  * function: {name?, arguments?}}`) into whole tool calls, the way OpenAI clients do, so a
- * unary answer carries complete calls whatever shape the engine produced them in.
+ * unary answer carries complete calls whatever shape the engine produced them in. Indexes
+ * need not start at 0 or be dense (some servers start at 1): `slots` maps each index to its
+ * place in `calls`, in order of first appearance.
  */
-export function mergeToolCallDeltas(calls: JsonObject[], deltas: readonly JsonValue[]): void {
+export function mergeToolCallDeltas(calls: JsonObject[], deltas: readonly JsonValue[], slots: Map<number, number>): void {
   for (const delta of deltas) {
     if (!isObject(delta)) continue;
-    const index = typeof delta.index === "number" ? delta.index : calls.length;
-    // Indexes are dense from 0: one far ahead would make a huge sparse array.
-    if (!Number.isSafeInteger(index) || index < 0 || index > calls.length || index >= MAX_TOOL_CALLS) {
-      throw new RangeError(`tool call index ${String(index)} out of order`);
+    const index = typeof delta.index === "number" ? delta.index : -1 - calls.length;
+    let slot = slots.get(index);
+    if (slot === undefined) {
+      if (calls.length >= MAX_TOOL_CALLS) throw new RangeError(`more than ${MAX_TOOL_CALLS} tool calls`);
+      slot = calls.length;
+      slots.set(index, slot);
+      calls.push({ id: "", type: "function", function: { name: "", arguments: "" } });
     }
-    let call = calls[index];
-    if (!call) {
-      call = { id: "", type: "function", function: { name: "", arguments: "" } };
-      calls[index] = call;
-    }
+    const call = calls[slot];
+    if (!call) continue;
     const id = str(delta.id);
     const type = str(delta.type);
     if (id) call.id = id;

@@ -1,0 +1,21 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { firstValue, toHttpError } from "./http.ts";
+
+const links = { docsBaseUrl: "https://docs.example/errors", portalUrl: "https://console.example" };
+
+describe("toHttpError", () => {
+  it("answers a message over the core's read limit with the plain 413", () => {
+    const err = new ConnectError("message size is larger than configured readMaxBytes", Code.ResourceExhausted);
+    const http = toHttpError(err, links);
+    expect(http.status).toBe(413);
+    expect(typeof http.body).toBe("string");
+    expect(http.reason).toBeUndefined();
+  });
+
+  it("keeps the first of merged header values", () => {
+    const err = new ConnectError("x", Code.Unavailable, { "x-request-id": "r1, r1", "x-ratelimit-remaining-requests": "9, 9" });
+    expect(toHttpError(err, links).headers).toMatchObject({ "x-request-id": "r1", "x-ratelimit-remaining-requests": "9" });
+    expect(firstValue("7")).toBe("7");
+  });
+});
