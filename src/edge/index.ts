@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import { HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.ts";
 import { httpErrorFor } from "../errors/http.ts";
@@ -6,8 +5,7 @@ import { parseBearer } from "../protocol/bearer.ts";
 import { handleChat } from "./chat/index.ts";
 import { coreHeaders, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "./context.ts";
 import { writeCoreError, writeError, writeJson } from "./respond.ts";
-
-const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+import { requestIdFrom } from "../protocol/request-id.ts";
 
 type Handler = (req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: EdgeRequest) => Promise<void>;
 
@@ -62,7 +60,7 @@ const ROUTES: Record<string, Partial<Record<string, Handler>>> = {
 export function createEdge(deps: EdgeDeps): RequestListener {
   return (req, res) => {
     const given = req.headers["x-request-id"];
-    const requestId = typeof given === "string" && SAFE_ID.test(given) ? given : `req_${randomUUID()}`;
+    const requestId = requestIdFrom(typeof given === "string" ? given : undefined);
     const path = (req.url ?? "/").split("?")[0] ?? "/";
     const routeKey = path.length > 1 ? path.replace(/\/+$/, "") : path;
     const route = ROUTES[routeKey];

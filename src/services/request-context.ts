@@ -1,13 +1,11 @@
-import { randomUUID } from "node:crypto";
 import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import { reasonOf, sluiceError } from "../errors/catalogue.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
+import { requestIdFrom } from "../protocol/request-id.ts";
 
 /** The request id of the current call, as handlers read it from the context. */
 export const requestIdKey = createContextKey<string>("", { description: "sluice request id" });
-
-const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * Turns anything that is not a catalogue error into one, so that no stack trace or internal
@@ -42,7 +40,7 @@ async function* guardStream<T>(messages: AsyncIterable<T>, onError: (err: unknow
 export function createRequestContextInterceptor(deps: { logger: Logger; metrics?: Metrics }): Interceptor {
   return (next) => async (req) => {
     const given = req.header.get("x-request-id");
-    const requestId = given && SAFE_ID.test(given) ? given : `req_${randomUUID()}`;
+    const requestId = requestIdFrom(given);
     req.contextValues.set(requestIdKey, requestId);
     const rpc = `${req.service.typeName}/${req.method.name}`;
     const started = performance.now();
