@@ -120,6 +120,7 @@ async function createStore(config: Config, metrics: Metrics): Promise<Store> {
  */
 export async function startApp(config: Config, options: AppOptions): Promise<App> {
   const now = options.now ?? Date.now;
+  const host = config.HOST ?? "0.0.0.0";
   const edgeToken = config.SLUICE_EDGE_TOKEN ?? randomBytes(32).toString("base64url");
   const closers: Array<() => Promise<void>> = [];
   let transport: Transport;
@@ -143,7 +144,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     // A request message is at most the 32 MiB body limit plus framing; Connect buffers no more.
     const h2c = createH2cServer(connectNodeAdapter({ routes: core.routes, interceptors: core.interceptors, readMaxBytes: MAX_CORE_MESSAGE_BYTES }));
     const sessions = trackSessions(h2c);
-    coreUrl = await listen(h2c, config.GRPC_PORT, config.HOST);
+    coreUrl = await listen(h2c, config.GRPC_PORT, host);
     closers.push(() => closeServer(h2c, config.SLUICE_SHUTDOWN_GRACE_MS, sessions));
     transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   } else {
@@ -162,7 +163,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     logger: options.logger,
     metrics,
   }));
-  const edgeUrl = await listen(edge, config.PORT, config.HOST);
+  const edgeUrl = await listen(edge, config.PORT, host);
   closers.push(() => closeServer(edge, config.SLUICE_SHUTDOWN_GRACE_MS));
 
   // Metrics are served apart from the public port, so they are never exposed by accident.
@@ -170,7 +171,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     if (req.url !== "/metrics") return res.writeHead(404).end();
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4" }).end(metrics.render());
   });
-  const metricsUrl = await listen(metricsServer, config.METRICS_PORT, config.HOST);
+  const metricsUrl = await listen(metricsServer, config.METRICS_PORT, host);
   closers.push(() => closeServer(metricsServer, 0));
 
   return {
