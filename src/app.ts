@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { createServer, type Server } from "node:http";
-import { createServer as createH2cServer, type Http2Server, type ServerHttp2Session } from "node:http2";
+import type { Server } from "node:http";
+import type { Http2Server, ServerHttp2Session } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { createClient, createRouterTransport, type Transport } from "@connectrpc/connect";
-import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { Health } from "../gen/grpc/health/v1/health_pb.ts";
 import { CompletionService } from "../gen/sluice/completion/v1/completion_service_pb.ts";
 import { IdentityService } from "../gen/sluice/identity/v1/identity_service_pb.ts";
@@ -15,7 +15,9 @@ import { BUILTIN_MODELS, createModelRegistry, loadModelsFile, ModelsFileError, t
 import { createTokenizer, type Tokenizer } from "./engines/tokenizer.ts";
 import type { Logger } from "./logger.ts";
 import { createMetrics, type Metrics } from "./metrics.ts";
-import { createCore } from "./services/routes.ts";
+import { createCoreHandler } from "./services/core-handler.ts";
+import { createCore, type Core } from "./services/routes.ts";
+import { createLimitedH2cServer, createLimitedHttpServer, limitsOf } from "./server-limits.ts";
 import { createMemoryStore } from "./store/memory/index.ts";
 import { connectRedis, countCommands } from "./store/redis/client.ts";
 import { createRedisStore } from "./store/redis/index.ts";
@@ -51,6 +53,9 @@ function listen(server: Server | Http2Server, port: number, host: string): Promi
     });
   });
 }
+
+/** How long a shutdown waits, after the servers closed, for calls' last settle or release. */
+const DRAIN_MS = 5000;
 
 /** The largest request message the core reads: SPEC's 32 MiB body plus room for framing. */
 const MAX_CORE_MESSAGE_BYTES = 33 * 1024 * 1024;
@@ -109,8 +114,9 @@ async function loadModels(config: Config, tokenizer: Tokenizer, logger: Logger, 
 /** The memory store, or the shared Redis store when `REDIS_URL` is set. */
 async function createStore(config: Config, metrics: Metrics): Promise<Store> {
   if (config.REDIS_URL === undefined) return createMemoryStore();
-  const [redis, subscriber] = await Promise.all([connectRedis(config.REDIS_URL), connectRedis(config.REDIS_URL)]);
-  return createRedisStore({ redis: countCommands(redis, metrics.redisCommand), subscriber });
+  const options = { commandTimeoutMs: config.SLUICE_STORE_TIMEOUT_MS };
+  const [redis, subscriber] = await Promise.all([connectRedis(config.REDIS_URL, options), connectRedis(config.REDIS_URL, options)]);
+  return createRedisStore({ redis: countCommands(redis, metrics.redisCommand), subscriber, commandTimeoutMs: config.SLUICE_STORE_TIMEOUT_MS });
 }
 
 /**
@@ -122,7 +128,11 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
   const now = options.now ?? Date.now;
   const host = config.HOST ?? "0.0.0.0";
   const edgeToken = config.SLUICE_EDGE_TOKEN ?? randomBytes(32).toString("base64url");
+  const limits = limitsOf(config);
+  /** Servers, closed first: no new calls, the grace period for calls in flight, then a cut. */
   const closers: Array<() => Promise<void>> = [];
+  let core: Core | undefined;
+  let closeEngines = async () => {};
   let transport: Transport;
   let coreUrl: string | undefined;
   let store: Store | undefined;
@@ -132,17 +142,23 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     store = options.store ?? (await createStore(config, metrics));
     const tokenizer = createTokenizer();
     const models = options.models ?? (await loadModels(config, tokenizer, options.logger, options.env ?? process.env));
-    closers.push(async () => {
+    closeEngines = async () => {
       await Promise.all(models.list().map((m) => m.engine.close?.()));
-    });
-    const core = createCore({
+    };
+    core = createCore({
       store, models, tokenizer, logger: options.logger, metrics, now,
       reservationTtlMs: config.SLUICE_RESERVATION_TTL_MS,
       adminToken: config.SLUICE_ADMIN_TOKEN,
       edgeToken,
+      maxCallsInFlight: config.SLUICE_MAX_CALLS_IN_FLIGHT,
+      writeTimeoutMs: config.SLUICE_SSE_WRITE_TIMEOUT_MS,
     });
-    // A request message is at most the 32 MiB body limit plus framing; Connect buffers no more.
-    const h2c = createH2cServer(connectNodeAdapter({ routes: core.routes, interceptors: core.interceptors, readMaxBytes: MAX_CORE_MESSAGE_BYTES }));
+    // A request message is at most the 32 MiB body limit plus framing; Connect buffers no more,
+    // and reads nothing of a keyed call's body before its key has been checked.
+    const h2c = createLimitedH2cServer(createCoreHandler({
+      routes: core.routes, interceptors: core.interceptors, readMaxBytes: MAX_CORE_MESSAGE_BYTES,
+      keyed: core.keyed, checkKey: core.checkKey, logger: options.logger,
+    }), limits);
     const sessions = trackSessions(h2c);
     coreUrl = await listen(h2c, config.GRPC_PORT, host);
     closers.push(() => closeServer(h2c, config.SLUICE_SHUTDOWN_GRACE_MS, sessions));
@@ -151,7 +167,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     transport = createGrpcTransport({ baseUrl: config.CORE_URL });
   }
 
-  const edge = createServer(createEdge({
+  const edge = createLimitedHttpServer(createEdge({
     clients: {
       identity: createClient(IdentityService, transport),
       completion: createClient(CompletionService, transport),
@@ -159,18 +175,19 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     },
     links: { docsBaseUrl: config.SLUICE_DOCS_URL, portalUrl: config.SLUICE_PORTAL_URL },
     keepAliveMs: config.SLUICE_SSE_KEEPALIVE_MS,
+    writeTimeoutMs: config.SLUICE_SSE_WRITE_TIMEOUT_MS,
     edgeToken,
     logger: options.logger,
     metrics,
-  }));
+  }), limits);
   const edgeUrl = await listen(edge, config.PORT, host);
   closers.push(() => closeServer(edge, config.SLUICE_SHUTDOWN_GRACE_MS));
 
   // Metrics are served apart from the public port, so they are never exposed by accident.
-  const metricsServer = createServer((req, res) => {
+  const metricsServer = createLimitedHttpServer((req, res) => {
     if (req.url !== "/metrics") return res.writeHead(404).end();
     res.writeHead(200, { "content-type": "text/plain; version=0.0.4" }).end(metrics.render());
-  });
+  }, limits);
   const metricsUrl = await listen(metricsServer, config.METRICS_PORT, host);
   closers.push(() => closeServer(metricsServer, 0));
 
@@ -181,6 +198,11 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     store,
     async close() {
       await Promise.all(closers.map((c) => c()));
+      // Cut calls end in a release, and a settle may still be chasing its outcome: give them
+      // their last store step before the store goes.
+      if (core && !(await core.calls.drain(DRAIN_MS))) options.logger.warn("calls still in flight at shutdown", { calls: core.calls.active });
+      core?.calls.stop();
+      await closeEngines();
       await store?.close();
     },
   };

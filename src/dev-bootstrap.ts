@@ -1,9 +1,44 @@
+import { randomBytes } from "node:crypto";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { AdminService } from "../gen/sluice/admin/v1/admin_service_pb.ts";
+import type { Config } from "./config/index.ts";
 
 /** The dev account's cap: $10 in micros, as DESIGN pins. */
 export const DEV_CAP_USD_MICROS = 10_000_000n;
+
+/** Where a process on a made-up admin token binds when `HOST` is unset: this machine only. */
+export const DEV_HOST = "127.0.0.1";
+
+declare const madeUp: unique symbol;
+
+/**
+ * An admin token this process made up itself. It is the only kind `devBanner` accepts, so the
+ * type system keeps an operator's `SLUICE_ADMIN_TOKEN` from ever reaching stdout.
+ */
+export type MadeUpAdminToken = string & { readonly [madeUp]: true };
+
+/** How `npm start` runs: the config to start with, and the made-up token if there is one. */
+export interface DevStart {
+  config: Config;
+  /** Set only on a developer's first run; the dev bootstrap runs only then. */
+  madeUpToken: MadeUpAdminToken | undefined;
+}
+
+/**
+ * Decides whether this start is a developer's first run (memory store, `SLUICE_DEV_BOOTSTRAP`
+ * `auto`, no operator token). Only then is an admin token made up, and because anyone who
+ * reaches Admin with it owns every account, such a process binds loopback unless `HOST`
+ * says otherwise. An operator's config is returned untouched.
+ */
+export function planDevStart(config: Config): DevStart {
+  const memoryStore = config.REDIS_URL === undefined && config.CORE_URL === undefined;
+  if (!memoryStore || config.SLUICE_DEV_BOOTSTRAP !== "auto" || config.SLUICE_ADMIN_TOKEN !== undefined) {
+    return { config, madeUpToken: undefined };
+  }
+  const madeUpToken = `dev_${randomBytes(24).toString("base64url")}` as MadeUpAdminToken;
+  return { config: { ...config, SLUICE_ADMIN_TOKEN: madeUpToken, HOST: config.HOST ?? DEV_HOST }, madeUpToken };
+}
 
 /** What the bootstrap made, to print once. */
 export interface DevCredentials {
@@ -15,7 +50,7 @@ export interface DevCredentials {
  * Creates the dev account and key through the Admin API itself, so the bootstrap obeys the
  * same rules as any operator and needs no back door into the store.
  */
-export async function bootstrapDevAccount(coreUrl: string, adminToken: string): Promise<DevCredentials> {
+export async function bootstrapDevAccount(coreUrl: string, adminToken: MadeUpAdminToken): Promise<DevCredentials> {
   const admin = createClient(AdminService, createGrpcTransport({ baseUrl: coreUrl }));
   const headers = { authorization: `Bearer ${adminToken}` };
   const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: DEV_CAP_USD_MICROS }, { headers });
@@ -24,8 +59,11 @@ export async function bootstrapDevAccount(coreUrl: string, adminToken: string): 
   return { accountId: account.id, apiKey: secret };
 }
 
-/** The lines `npm start` prints for a newcomer: the key, the admin token and a working curl. */
-export function devBanner(edgeUrl: string, coreUrl: string, creds: DevCredentials, adminToken: string): string {
+/**
+ * The lines `npm start` prints for a newcomer: the key, the admin token and a working curl.
+ * It takes only a made-up token: printing an operator's token would leak it into logs.
+ */
+export function devBanner(edgeUrl: string, coreUrl: string, creds: DevCredentials, adminToken: MadeUpAdminToken): string {
   return [
     "",
     "Sluice dev bootstrap: an onboarded account with a $10 cap and one API key (shown once).",

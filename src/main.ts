@@ -1,7 +1,6 @@
-import { randomBytes } from "node:crypto";
 import { startApp } from "./app.ts";
 import { ConfigError, loadConfig } from "./config/index.ts";
-import { bootstrapDevAccount, devBanner } from "./dev-bootstrap.ts";
+import { bootstrapDevAccount, devBanner, planDevStart } from "./dev-bootstrap.ts";
 import { ModelsFileError } from "./engines/models.ts";
 import { createLogger } from "./logger.ts";
 
@@ -9,25 +8,33 @@ import { createLogger } from "./logger.ts";
 async function main(): Promise<void> {
   const config = loadConfig(process.env);
   const logger = createLogger(config.SLUICE_LOG);
-  const embedded = config.REDIS_URL === undefined && config.CORE_URL === undefined;
-  const bootstrap = embedded && config.SLUICE_DEV_BOOTSTRAP === "auto";
-  // DESIGN: the dev bootstrap is the one case where Admin runs with a made-up token.
-  const adminToken = config.SLUICE_ADMIN_TOKEN ?? (bootstrap ? `dev_${randomBytes(24).toString("base64url")}` : undefined);
-  const app = await startApp({ ...config, SLUICE_ADMIN_TOKEN: adminToken }, { logger });
-  logger.info("sluice started", { edge: app.edgeUrl, core: app.coreUrl, store: embedded ? "memory" : "redis" });
-  process.stdout.write(`Sluice edge on ${app.edgeUrl}/v1, core (gRPC/Connect/gRPC-Web) on ${app.coreUrl ?? config.CORE_URL}\n`);
+  // DESIGN: only a developer's first run makes up an admin token, and it then binds loopback.
+  const { config: startConfig, madeUpToken } = planDevStart(config);
+  const app = await startApp(startConfig, { logger });
 
-  if (bootstrap && app.coreUrl && adminToken && (await app.store?.countAccounts()) === 0) {
-    const creds = await bootstrapDevAccount(app.coreUrl, adminToken);
-    process.stdout.write(devBanner(app.edgeUrl, app.coreUrl, creds, adminToken));
-  }
-
+  // Stopping works from the moment the servers listen, the dev bootstrap included.
+  let stopping = false;
   const stop = (signal: string) => {
+    stopping = true;
     logger.info("stopping", { signal });
     app.close().then(() => process.exit(0), () => process.exit(1));
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
+
+  const store = config.REDIS_URL !== undefined ? "redis" : config.CORE_URL !== undefined ? "remote core" : "memory";
+  logger.info("sluice started", { edge: app.edgeUrl, core: app.coreUrl, store });
+  process.stdout.write(`Sluice edge on ${app.edgeUrl}/v1, core (gRPC/Connect/gRPC-Web) on ${app.coreUrl ?? config.CORE_URL}\n`);
+
+  if (madeUpToken !== undefined && app.coreUrl !== undefined && (await app.store?.countAccounts()) === 0) {
+    try {
+      const creds = await bootstrapDevAccount(app.coreUrl, madeUpToken);
+      process.stdout.write(devBanner(app.edgeUrl, app.coreUrl, creds, madeUpToken));
+    } catch (err) {
+      // A signal during the bootstrap closes the core under it; that is a stop, not a failure.
+      if (!stopping) throw err;
+    }
+  }
 }
 
 main().catch((err: unknown) => {

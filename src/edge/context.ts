@@ -19,6 +19,8 @@ export interface EdgeDeps {
   clients: EdgeClients;
   links: ErrorLinks;
   keepAliveMs: number;
+  /** A stream whose reader takes no bytes for this long is ended (the core then releases its hold). */
+  writeTimeoutMs: number;
   /** Proves to the core that this edge already rate-limited a chat call. */
   edgeToken: string;
   logger: Logger;

@@ -48,4 +48,41 @@ describe("tokenizer", () => {
     expect(t.countMessages([{ role: "user", content: "hi" }], 100, [tools])).toBe((base ?? 0) + t.count(tools));
     expect(t.countMessages([{ role: "user", content: "hi" }], 10, ["word ".repeat(50)])).toBeUndefined();
   });
+
+  it("counts a message's name as input: its own o200k tokens plus one framing token", () => {
+    const name = "n_".repeat(128);
+    expect(name).toHaveLength(256);
+    const own = countTokens(name);
+    expect(own).toBeGreaterThan(1);
+    const plain = t.countMessages([{ role: "user", content: "hi" }], 32_768) ?? 0;
+    const named = t.countMessages([{ role: "user", content: "hi", name }], 32_768) ?? 0;
+    expect(named - plain).toBeGreaterThanOrEqual(own + 1);
+  });
+
+  it("counts a tool message's tool_call_id as input", () => {
+    const toolCallId = "call_".repeat(51) + "x";
+    expect(toolCallId).toHaveLength(256);
+    const own = countTokens(toolCallId);
+    expect(own).toBeGreaterThan(0);
+    const plain = t.countMessages([{ role: "tool", content: "42" }], 32_768) ?? 0;
+    const answered = t.countMessages([{ role: "tool", content: "42", toolCallId }], 32_768) ?? 0;
+    expect(answered - plain).toBeGreaterThanOrEqual(own);
+  });
+
+  it("refuses a conversation whose content is small but whose names and tool_call_ids pass the limit", () => {
+    const name = "n_".repeat(128);
+    const toolCallId = "call_".repeat(51) + "x";
+    const messages = Array.from({ length: 400 }, (_, i) => (i % 2 === 0
+      ? { role: "user", content: "hi", name }
+      : { role: "tool", content: "ok", toolCallId }));
+    const contentOnly = t.countMessages(messages.map((m) => ({ role: m.role, content: m.content })), 32_768);
+    expect(contentOnly).toBeDefined();
+    expect(contentOnly ?? Number.POSITIVE_INFINITY).toBeLessThan(4_000);
+    expect(t.countMessages(messages, 32_768)).toBeUndefined();
+  });
+
+  it("refuses a huge name against the limit without counting all of it", () => {
+    expect(t.countMessages([{ role: "user", content: "hi", name: "a".repeat(2_000_000) }], 32_768)).toBeUndefined();
+    expect(t.countMessages([{ role: "tool", content: "hi", toolCallId: "b".repeat(2_000_000) }], 32_768)).toBeUndefined();
+  });
 });

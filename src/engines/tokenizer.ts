@@ -16,10 +16,10 @@ export interface Tokenizer {
   decode(tokens: number[]): string;
   count(text: string): number;
   /**
-   * Tokens of a whole conversation, including the per-message framing overhead and any
-   * `extra` texts sent with it (tool definitions, tool calls), or `undefined` as soon as it
-   * is known to exceed `limit`. Stopping early keeps a 32 MiB body from costing a full
-   * tokenization before it is refused.
+   * Tokens of a whole conversation: every message's content, `name` and `tool_call_id`, the
+   * per-message framing overhead, and any `extra` texts sent with it (tool definitions, tool
+   * calls), or `undefined` as soon as it is known to exceed `limit`. Stopping early keeps a
+   * 32 MiB body from costing a full tokenization before it is refused.
    */
   countMessages(messages: readonly EngineMessage[], limit: number, extra?: readonly string[]): number | undefined;
 }
@@ -73,6 +73,23 @@ function countWithin(text: string, budget: number): number | undefined {
 const PER_MESSAGE = 3;
 const PER_REPLY = 3;
 
+/** One more framing token for a message that carries a `name`, as OpenAI counts it. */
+const PER_NAME = 1;
+
+/**
+ * Every text of a conversation the model sees: each message's content, `name` and
+ * `tool_call_id` (all forwarded upstream, so all billed as input), then the extras. Lazy, so
+ * an early exit against the limit never walks or copies the rest of a huge body.
+ */
+function* inputTexts(messages: readonly EngineMessage[], extra: readonly string[]): Generator<string> {
+  for (const m of messages) {
+    yield m.content;
+    if (m.name !== undefined) yield m.name;
+    if (m.toolCallId !== undefined) yield m.toolCallId;
+  }
+  yield* extra;
+}
+
 /** Builds the o200k_base tokenizer used by `service-extract` and for local counting. */
 export function createTokenizer(): Tokenizer {
   return {
@@ -81,9 +98,8 @@ export function createTokenizer(): Tokenizer {
     count: (text) => countWithin(text, Number.POSITIVE_INFINITY) ?? 0,
     countMessages(messages, limit, extra = []) {
       let total = PER_REPLY;
-      const texts = [...messages.map((m) => m.content), ...extra];
-      for (const m of messages) total += PER_MESSAGE + (m.name !== undefined ? 1 : 0);
-      for (const text of texts) {
+      for (const m of messages) total += PER_MESSAGE + (m.name !== undefined ? PER_NAME : 0);
+      for (const text of inputTexts(messages, extra)) {
         if (total > limit) return undefined;
         const n = countWithin(text, limit - total);
         if (n === undefined) return undefined;

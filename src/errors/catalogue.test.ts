@@ -28,6 +28,7 @@ const EXPECTED: Record<string, Expected> = {
   input_too_large: { grpc: Code.InvalidArgument, status: 413, envelope: "invalid_request_error" },
   api_key_rate_limited: { grpc: Code.ResourceExhausted, status: 429, envelope: "rate_limit_error" },
   service_unavailable: { grpc: Code.Unavailable, status: 503, envelope: "service_unavailable" },
+  canceled: { grpc: Code.Canceled, status: 499, envelope: "detail" },
   internal_error: { grpc: Code.Internal, status: 500, envelope: "api_error" },
   admin_disabled: { grpc: Code.PermissionDenied, status: 403, envelope: "detail" },
   invalid_admin_token: { grpc: Code.Unauthenticated, status: 401, envelope: "detail" },

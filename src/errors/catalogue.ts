@@ -41,6 +41,7 @@ export const CATALOGUE = {
   input_too_large: { grpc: Code.InvalidArgument, http: 413, envelope: { kind: "structured", type: "invalid_request_error", resolution: "limits" }, message: "The chat input is above 32,768 tokens." },
   api_key_rate_limited: { grpc: Code.ResourceExhausted, http: 429, envelope: { kind: "structured", type: "rate_limit_error", resolution: "limits" }, message: "The API key's request rate limit is exhausted. Retry after the delay given." },
   service_unavailable: { grpc: Code.Unavailable, http: 503, envelope: { kind: "structured", type: "service_unavailable", resolution: "status" }, message: "The service is temporarily unavailable. Back off and retry." },
+  canceled: { grpc: Code.Canceled, http: 499, envelope: { kind: "detail" }, message: "The caller went away or stopped reading; the call was not billed." },
   internal_error: { grpc: Code.Internal, http: 500, envelope: { kind: "structured", type: "api_error", resolution: "status" }, message: "An internal error occurred." },
   admin_disabled: { grpc: Code.PermissionDenied, http: 403, envelope: { kind: "detail" }, message: "The Admin API is off: SLUICE_ADMIN_TOKEN is not set." },
   invalid_admin_token: { grpc: Code.Unauthenticated, http: 401, envelope: { kind: "detail" }, message: "The admin token is missing or wrong." },
@@ -139,6 +140,27 @@ export function streamAbortPayload(reason: Reason, links: ErrorLinks): object {
 
 /** The `data:` payload of the internal-error event of a stream, fixed by SPEC. */
 export const STREAM_INTERNAL_ERROR = { error: "service_unavailable", status: 500 } as const;
+
+/**
+ * `ErrorInfo.metadata` of an error after which nobody can yet say whether the call was billed:
+ * its settle was sent, and the store has not answered since. The caller must not be told "not
+ * billed"; an operator finds the outcome by completion id (`completion_id`).
+ */
+export const BILLING_UNKNOWN = { billing: "unknown" } as const;
+
+/** The error for a call whose billing outcome could not be resolved (see `BILLING_UNKNOWN`). */
+export function billingUnknownError(completionId: string): ConnectError {
+  return sluiceError("internal_error", {
+    message: "The store did not answer: whether this call was billed is not known yet. Look it up by completion id.",
+    metadata: { ...BILLING_UNKNOWN, completion_id: completionId },
+  });
+}
+
+/** Whether an error says the call's billing outcome is unknown (see `BILLING_UNKNOWN`). */
+export function isBillingUnknown(err: unknown): boolean {
+  if (!(err instanceof ConnectError)) return false;
+  return err.findDetails(ErrorInfoSchema).some((i) => i.domain === ERROR_DOMAIN && i.metadata.billing === BILLING_UNKNOWN.billing);
+}
 
 /** Looks up a reason by name, for mapping foreign (HTTP) errors back into the catalogue. */
 export function isReason(value: unknown): value is Reason {

@@ -8,10 +8,11 @@ import type { ModelRegistry } from "../engines/models.ts";
 import type { Tokenizer } from "../engines/tokenizer.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
-import type { Store } from "../store/store.ts";
+import type { ApiKeyRecord, Store } from "../store/store.ts";
 import { createAdminService } from "./admin/index.ts";
-import { createAdminAuthInterceptor, createCallerAuthInterceptor } from "./auth/index.ts";
+import { checkApiKey, createAdminAuthInterceptor, createCallerAuthInterceptor } from "./auth/index.ts";
 import { createBillingService } from "./billing/index.ts";
+import { createCallTracker, type CallTracker } from "./completion/call-tracker.ts";
 import { createCompletionService } from "./completion/index.ts";
 import { createHealthService } from "./health/index.ts";
 import { createIdentityService } from "./identity/index.ts";
@@ -29,6 +30,24 @@ export interface CoreDeps {
   adminToken: string | undefined;
   /** The trusted edge's secret; see `createCallerAuthInterceptor`. */
   edgeToken: string | undefined;
+  /** Chat calls in flight at most (`SLUICE_MAX_CALLS_IN_FLIGHT`); default 10,000. */
+  maxCallsInFlight?: number;
+  /** How long a stream's reader may take nothing (`SLUICE_SSE_WRITE_TIMEOUT_MS`); default 30 s. */
+  writeTimeoutMs?: number;
+  /** How long a settle whose reply was lost is chased before its outcome is unknown; default 2 min. */
+  resolveDeadlineMs?: number;
+}
+
+/** The core as the servers mount it. */
+export interface Core {
+  routes: (router: ConnectRouter) => void;
+  interceptors: Interceptor[];
+  ready: () => Promise<void>;
+  /** The chat calls in flight, so a shutdown can wait for their last store step. */
+  calls: CallTracker;
+  /** Services whose calls need an API key, checked from the headers before a body is read. */
+  keyed: ReadonlySet<string>;
+  checkKey: (authorization: string | undefined) => Promise<ApiKeyRecord>;
 }
 
 /** The services that need an API key. */
@@ -43,7 +62,11 @@ const ADMIT_IN_HANDLER = new Set(
  * The whole core as Connect routes plus its interceptors, so the same core can be served on
  * the h2c port, mounted behind the in-process router transport, or tested without sockets.
  */
-export function createCore(deps: CoreDeps): { routes: (router: ConnectRouter) => void; interceptors: Interceptor[]; ready: () => Promise<void> } {
+export function createCore(deps: CoreDeps): Core {
+  const calls = createCallTracker(deps.maxCallsInFlight ?? 10_000);
+  const callDeps = {
+    ...deps, calls, writeTimeoutMs: deps.writeTimeoutMs ?? 30_000, resolveDeadlineMs: deps.resolveDeadlineMs ?? 120_000,
+  };
   const ready = async () => {
     await deps.store.ping();
     await Promise.all(deps.models.list().map((m) => m.engine.ready()));
@@ -51,7 +74,7 @@ export function createCore(deps: CoreDeps): { routes: (router: ConnectRouter) =>
   const routes = (router: ConnectRouter) => {
     router.service(IdentityService, createIdentityService());
     router.service(BillingService, createBillingService(deps));
-    router.service(CompletionService, createCompletionService(deps));
+    router.service(CompletionService, createCompletionService(callDeps));
     router.service(AdminService, createAdminService(deps));
     router.service(Health, createHealthService({ ready }));
     registerReflection(router, [CompletionService, IdentityService, BillingService, AdminService, Health]);
@@ -64,5 +87,5 @@ export function createCore(deps: CoreDeps): { routes: (router: ConnectRouter) =>
       ...(deps.edgeToken !== undefined && { edgeToken: deps.edgeToken }),
     }),
   ];
-  return { routes, interceptors, ready };
+  return { routes, interceptors, ready, calls, keyed: KEYED, checkKey: (authorization) => checkApiKey(deps.store, authorization) };
 }

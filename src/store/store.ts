@@ -102,12 +102,42 @@ export interface SettleRequest {
   record?: UsageRecordRow;
 }
 
+/**
+ * How a call's hold ended, which is the answer to "was it billed?": `settled` (charged, now or
+ * by an earlier settle whose reply was lost) or `released` (never charged, and never will be).
+ * Once a completion id has an outcome it never changes, so a late or repeated command cannot
+ * charge a released call or refund a settled one.
+ */
+export type CallOutcome = "settled" | "released";
+
 /** One page of usage records, newest first. */
 export interface UsagePage {
   records: UsageRecordRow[];
   nextPageToken: string;
 }
 
+const NOT_SENT = Symbol("sluice.store.not-sent");
+
+/**
+ * Marks a store failure whose command never reached the backend (no connection), so that it
+ * certainly did not happen. Any other failure (a timeout, a lost connection) may hide a
+ * command that did happen, or will: see `Store.release`.
+ */
+export function markNotSent<E extends object>(error: E): E {
+  Object.defineProperty(error, NOT_SENT, { value: true });
+  return error;
+}
+
+/** Whether a store failure is known not to have reached the backend (see `markNotSent`). */
+export function wasNotSent(error: unknown): boolean {
+  return typeof error === "object" && error !== null && NOT_SENT in error;
+}
+
+/**
+ * Every method may fail with a `service_unavailable` ConnectError (the backend did not answer
+ * within its deadline, or is unreachable); such a failure is marked `wasNotSent` when the
+ * command certainly did not run. Methods fail with nothing else.
+ */
 export interface Store {
   createAccount(account: AccountRecord): Promise<void>;
   getAccount(id: string): Promise<AccountRecord | undefined>;
@@ -132,17 +162,23 @@ export interface Store {
   /**
    * Holds min(maximum, cap - spent - reserved) when that is at least `minimum`, and returns
    * the amount held (0 when refused). Calling it again for a live reservation adds to it
-   * (an extension) and renews its expiry; `minimum` 0 with `maximum` 0 only renews.
+   * (an extension) and renews its expiry; `minimum` 0 with `maximum` 0 only renews a live
+   * hold and never creates one. A settled or released id is refused (0).
    */
   reserve(request: ReserveRequest): Promise<number>;
   /**
    * Replaces the reservation by its charge, atomically with the record; idempotent per id.
    * The charge is cut to what the cap still allows (a call whose hold expired while it ran),
-   * and the record carries the amount actually charged.
+   * and the record carries the amount actually charged. Returns `released` (nothing charged)
+   * when the id was released first.
    */
-  settle(request: SettleRequest): Promise<void>;
-  /** Drops a reservation without charge. */
-  release(accountId: string, period: string, reservationId: string): Promise<void>;
+  settle(request: SettleRequest): Promise<CallOutcome>;
+  /**
+   * Drops a reservation without charge and closes its id, so that a settle or an extension
+   * still in flight can never land afterwards. Returns `settled` when the id had already been
+   * settled: that is how a settle whose reply was lost is resolved, by completion id.
+   */
+  release(accountId: string, period: string, reservationId: string): Promise<CallOutcome>;
 
   listUsageRecords(accountId: string, pageSize: number, pageToken: string): Promise<UsagePage>;
 

@@ -3,7 +3,7 @@ import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ListValueSchema } from "@bufbuild/protobuf/wkt";
 import type { ConnectError } from "@connectrpc/connect";
 import { FinishReason, type StreamChatCompletionResponse, type Usage } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
-import { reasonOf, sluiceError, STREAM_INTERNAL_ERROR, streamAbortPayload } from "../../errors/catalogue.ts";
+import { isBillingUnknown, reasonOf, sluiceError, STREAM_INTERNAL_ERROR, streamAbortPayload } from "../../errors/catalogue.ts";
 import { bodyTooLarge, httpErrorFor } from "../../errors/http.ts";
 import { EDGE_PREFLIGHT_HEADER } from "../../protocol/bearer.ts";
 import { declaredTooLarge, readBodyWithin } from "../body.ts";
@@ -66,6 +66,29 @@ async function refuseBody(res: ServerResponse, deps: EdgeDeps, r: EdgeRequest, r
  */
 export async function handleChat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: EdgeRequest): Promise<void> {
   const base = { "x-request-id": r.requestId };
+  // A caller may leave at any stage, before the call reaches the core included: the signal
+  // is wired first, so the core hears of it whenever it happens.
+  const abort = new AbortController();
+  const onClose = () => { if (!res.writableFinished) abort.abort(CALLER_GONE); };
+  res.on("close", onClose);
+  try {
+    await chat(req, res, deps, r, base, abort.signal);
+  } finally {
+    res.off("close", onClose);
+  }
+}
+
+/** The abort reason of a caller that left: one shared value, so leaving builds no exception. */
+const CALLER_GONE = Object.freeze(new Error("the caller went away"));
+
+/**
+ * Whether an error leaves a stream's billing unknown to the edge: the core said so, or the
+ * core's own answer was lost (a transport failure carries no Sluice reason). The caller is
+ * then told nothing rather than "not billed": its connection is cut.
+ */
+const billingUnknownTo = (err: unknown) => isBillingUnknown(err) || reasonOf(err) === undefined;
+
+async function chat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: EdgeRequest, base: Record<string, string>, signal: AbortSignal): Promise<void> {
   if (r.authorization === undefined) return writeError(res, httpErrorFor("missing_bearer_token", deps.links), base, true);
   if (declaredTooLarge(req)) return writeError(res, bodyTooLarge(), base, true);
   try {
@@ -99,10 +122,8 @@ export async function handleChat(req: IncomingMessage, res: ServerResponse, deps
   }
 
   const keyed = { ...base };
-  const abort = new AbortController();
-  const onClose = () => { if (!res.writableFinished) abort.abort(); };
-  res.on("close", onClose);
-  const options = { headers: coreHeaders(r), signal: abort.signal, onHeader: (h: Headers) => Object.assign(keyed, rateLimitHeadersOf(h)) };
+  if (signal.aborted) return;
+  const options = { headers: coreHeaders(r), signal, onHeader: (h: Headers) => Object.assign(keyed, rateLimitHeadersOf(h)) };
   try {
     if (!wire.stream) {
       const out = await deps.clients.completion.createChatCompletion({ params: wire.params }, options);
@@ -122,9 +143,12 @@ export async function handleChat(req: IncomingMessage, res: ServerResponse, deps
     }
     await streamChat(res, deps, deps.clients.completion.streamChatCompletion({ params: wire.params }, options), keyed);
   } catch (err) {
-    if (!abort.signal.aborted) writeCoreError(res, err, deps.links, keyed, false);
-  } finally {
-    res.off("close", onClose);
+    if (signal.aborted) return;
+    if (isBillingUnknown(err)) {
+      res.destroy();
+      return;
+    }
+    writeCoreError(res, err, deps.links, keyed, false);
   }
 }
 
@@ -182,6 +206,12 @@ async function streamChat(res: ServerResponse, deps: EdgeDeps, events: AsyncIter
         flush();
         sse.data({ id: e.id, object: "chat.completion.chunk", created: Number(e.created), model: e.model, choices: [], usage: usageJson(e.event.value) });
       }
+      // Backpressure: a full socket pauses the call (the core's engine waits for this loop);
+      // a reader stuck past the write timeout is cut, and the core releases the call unbilled.
+      if (sse.full && !(await sse.drained(deps.writeTimeoutMs))) {
+        res.destroy();
+        return;
+      }
     }
     sse.open(headers);
     sse.data("[DONE]");
@@ -191,6 +221,9 @@ async function streamChat(res: ServerResponse, deps: EdgeDeps, events: AsyncIter
     flush();
     if (reasonOf(err) === "spend_cap_exceeded") {
       sse.event("error", streamAbortPayload("spend_cap_exceeded", deps.links));
+    } else if (billingUnknownTo(err)) {
+      deps.logger.warn("stream cut with its billing unknown", { error: err instanceof Error ? err.message : String(err) });
+      res.destroy();
     } else {
       deps.logger.warn("stream failed after start", { error: err instanceof Error ? err.message : String(err) });
       sse.data(STREAM_INTERNAL_ERROR);

@@ -14,6 +14,27 @@ export interface Principal {
 /** Context value set by the caller interceptor; handlers of keyed services read it. */
 export const principalKey = createContextKey<Principal | undefined>(undefined, { description: "sluice principal" });
 
+/**
+ * A key check started from the request headers before the body is read (see
+ * `createCoreHandler`); the caller interceptor awaits it instead of checking again.
+ */
+export const pendingKeyCheck = createContextKey<Promise<ApiKeyRecord> | undefined>(undefined, { description: "sluice key check" });
+
+/**
+ * Checks the API key of an `Authorization` header: 401 `missing_bearer_token` without a
+ * bearer, 401 `invalid_api_key` for a malformed (checksum), unknown or revoked key. It needs
+ * only the headers, so the core runs it before it reads a body (DESIGN's check order).
+ */
+export async function checkApiKey(store: Store, authorization: string | null | undefined): Promise<ApiKeyRecord> {
+  const token = parseBearer(authorization);
+  if (token === undefined) throw sluiceError("missing_bearer_token");
+  if (!isWellFormedApiKey(token)) throw sluiceError("invalid_api_key");
+  const hash = hashApiKey(token);
+  const key = await store.findApiKeyByHash(hash);
+  if (!key || key.revoked || !hashesEqual(key.hash, hash)) throw sluiceError("invalid_api_key");
+  return key;
+}
+
 /** Reads the principal or fails: a keyed handler reached without one is a wiring bug. */
 export function requirePrincipal(values: ContextValues): Principal {
   const principal = values.get(principalKey);
@@ -58,12 +79,7 @@ export interface CallerAuthDeps {
 export function createCallerAuthInterceptor(deps: CallerAuthDeps): Interceptor {
   return (next) => async (req) => {
     if (!deps.services.has(req.service.typeName)) return next(req);
-    const token = parseBearer(req.header.get("authorization"));
-    if (token === undefined) throw sluiceError("missing_bearer_token");
-    if (!isWellFormedApiKey(token)) throw sluiceError("invalid_api_key");
-    const hash = hashApiKey(token);
-    const key = await deps.store.findApiKeyByHash(hash);
-    if (!key || key.revoked || !hashesEqual(key.hash, hash)) throw sluiceError("invalid_api_key");
+    const key = await (req.contextValues.get(pendingKeyCheck) ?? checkApiKey(deps.store, req.header.get("authorization")));
 
     const preflightBy = req.header.get(EDGE_PREFLIGHT_HEADER);
     const preflight = deps.edgeToken !== undefined && preflightBy !== null && safeEqual(preflightBy, deps.edgeToken);

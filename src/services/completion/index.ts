@@ -6,8 +6,7 @@ import {
   type CreateChatCompletionResponseSchema, type StreamChatCompletionResponseSchema,
 } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { requirePrincipal } from "../auth/index.ts";
-import { admitCall } from "./admission.ts";
-import type { CallDeps } from "./run-call.ts";
+import { openCall, type CallDeps } from "./call.ts";
 import { mergeToolCallDeltas } from "./tool-calls.ts";
 import { MAX_CHOICES } from "./validate.ts";
 
@@ -27,14 +26,15 @@ interface ChoiceOut {
 const usageOf = (p: number, c: number) => ({ promptTokens: BigInt(p), completionTokens: BigInt(c), totalTokens: BigInt(p + c) });
 
 /**
- * The chat completion RPCs. Authentication has run in the interceptor; this service admits
- * the call (rate limit and reservation in one step), runs it, and translates its events.
+ * The chat completion RPCs. Authentication has run in the interceptor; `openCall` owns the
+ * call from its admission (rate limit and reservation in one step) to its last event, and
+ * this service only translates its events into messages.
  */
 export function createCompletionService(deps: CallDeps): ServiceImpl<typeof CompletionService> {
   return {
     async createChatCompletion(req, ctx): Promise<UnaryOut> {
       const principal = requirePrincipal(ctx.values);
-      const { header, events } = await admitCall(deps, principal, req.params, false, ctx);
+      const { header, events } = await openCall(deps, principal, req.params, false, ctx);
       const choices: ChoiceOut[] = [];
       const choice = (index: number): ChoiceOut => {
         if (index < 0 || index >= MAX_CHOICES) throw new RangeError(`choice ${index} out of range`);
@@ -70,7 +70,7 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
 
     async *streamChatCompletion(req, ctx): AsyncGenerator<StreamOut> {
       const principal = requirePrincipal(ctx.values);
-      const { header, events } = await admitCall(deps, principal, req.params, true, ctx);
+      const { header, events } = await openCall(deps, principal, req.params, true, ctx);
       const base = { id: header.id, model: header.model, created: BigInt(header.created) };
       for await (const event of events) {
         if (event.type === "delta") {

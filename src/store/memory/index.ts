@@ -1,6 +1,6 @@
 import { gcra } from "../gcra.ts";
 import type {
-  AccountPatch, AccountRecord, Admission, ApiKeyRecord, Balance, ReserveRequest,
+  AccountPatch, AccountRecord, Admission, ApiKeyRecord, Balance, CallOutcome, ReserveRequest,
   SettleRequest, Store, UsagePage, UsageRecordRow,
 } from "../store.ts";
 import { decodePageToken, encodePageToken } from "../page-token.ts";
@@ -13,8 +13,8 @@ interface Reservation {
 interface PeriodState {
   spent: number;
   reservations: Map<string, Reservation>;
-  /** Ids already settled, so that a retried settle charges once. */
-  settled: Set<string>;
+  /** Ids already settled or released: a retried settle charges once, a late one never. */
+  closed: Map<string, CallOutcome>;
 }
 
 /**
@@ -34,7 +34,7 @@ export function createMemoryStore(): Store {
     const id = `${accountId}|${period}`;
     let state = periods.get(id);
     if (!state) {
-      state = { spent: 0, reservations: new Map(), settled: new Set() };
+      state = { spent: 0, reservations: new Map(), closed: new Map() };
       periods.set(id, state);
     }
     return state;
@@ -56,9 +56,15 @@ export function createMemoryStore(): Store {
     const state = periodState(request.accountId, request.period);
     const left = cap - state.spent - liveReserved(state, request.nowMs);
     const existing = state.reservations.get(request.reservationId);
+    if (state.closed.has(request.reservationId)) return 0;
+    if (request.maximum === 0) {
+      // A renewal: it keeps a live hold alive and never brings back a released or expired one.
+      if (existing) existing.expiresAtMs = request.nowMs + request.ttlMs;
+      return 0;
+    }
     // Never negative: a cap lowered below what is held refuses growth but still renews.
     const granted = Math.max(0, Math.min(request.maximum, left));
-    if (granted < request.minimum || state.settled.has(request.reservationId)) return 0;
+    if (granted < request.minimum) return 0;
     state.reservations.set(request.reservationId, {
       amount: (existing?.amount ?? 0) + granted,
       expiresAtMs: request.nowMs + request.ttlMs,
@@ -120,8 +126,9 @@ export function createMemoryStore(): Store {
     reserve: async (request) => reserve(request),
     async settle(request: SettleRequest) {
       const state = periodState(request.accountId, request.period);
-      if (state.settled.has(request.reservationId)) return;
-      state.settled.add(request.reservationId);
+      const closed = state.closed.get(request.reservationId);
+      if (closed) return closed;
+      state.closed.set(request.reservationId, "settled");
       state.reservations.delete(request.reservationId);
       // Never past the cap, even for a call whose hold expired while it ran.
       const cap = accounts.get(request.accountId)?.spendCapUsdMicros ?? 0;
@@ -134,9 +141,15 @@ export function createMemoryStore(): Store {
         list.push({ ...request.record, costUsdMicros: charge });
         usage.set(request.accountId, list);
       }
+      return "settled";
     },
     async release(accountId, period, reservationId) {
-      periodState(accountId, period).reservations.delete(reservationId);
+      const state = periodState(accountId, period);
+      const closed = state.closed.get(reservationId);
+      if (closed) return closed;
+      state.closed.set(reservationId, "released");
+      state.reservations.delete(reservationId);
+      return "released";
     },
 
     async listUsageRecords(accountId, pageSize, pageToken): Promise<UsagePage> {

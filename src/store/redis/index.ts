@@ -1,7 +1,7 @@
 import type { RedisClient } from "./client.ts";
 import type { AccountPatch, AccountRecord, Admission, ApiKeyRecord, Store, UsagePage, UsageRecordRow } from "../store.ts";
 import { createTtlCache } from "./cache.ts";
-import { guarded } from "./client.ts";
+import { DEFAULT_COMMAND_TIMEOUT_MS, guarded as guardedWithin } from "./client.ts";
 import { createKeys } from "./keys.ts";
 import { decodeStreamToken, encodeStreamToken } from "./stream-token.ts";
 import { accountFields, apiKeyFields, parseAccount, parseApiKey, parseUsage, usageFields } from "./records.ts";
@@ -21,9 +21,11 @@ export interface RedisStoreOptions {
    * time by hand turn it off.
    */
   serverTime?: boolean;
+  /** How long a caller waits for an answer before the store fails with 503 (`SLUICE_STORE_TIMEOUT_MS`). */
+  commandTimeoutMs?: number;
 }
 
-/** How long settled ids are kept to make settle idempotent: past any retry of the period. */
+/** How long settled and released ids are kept, so a retried or late command finds its call closed. */
 const SETTLED_KEEP_SECONDS = 70 * 24 * 3600;
 
 const scripts = {
@@ -46,6 +48,8 @@ const copy = <T extends object>(value: T | undefined): T | undefined => (value ?
  */
 export function createRedisStore(options: RedisStoreOptions): Store {
   const { redis } = options;
+  const timeoutMs = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+  const guarded = <T>(operation: () => Promise<T>) => guardedWithin(operation, timeoutMs);
   const keys = createKeys(options.prefix ?? "sluice");
   const ttl = options.cacheTtlMs ?? 1000;
   const serverTime = options.serverTime ?? true;
@@ -71,7 +75,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   /** The keys of the reserve logic, in the order the Lua `reserve` function reads them. */
   const reserveKeys = (accountId: string, period: string) => {
     const p = keys.period(accountId, period);
-    return [keys.account(accountId), p.spent, p.reservations, p.expiries, p.reserved, p.settled];
+    return [keys.account(accountId), p.spent, p.reservations, p.expiries, p.reserved, p.settled, p.released];
   };
 
   const loadAccount = async (id: string) => parseAccount(id, await redis.hgetall(keys.account(id)));
@@ -149,15 +153,17 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     }),
     settle: (request) => guarded(async () => {
       const p = keys.period(request.accountId, request.period);
-      await scripts.settle.run(
+      const charged = await scripts.settle.run(
         redis,
-        [p.spent, p.reservations, p.expiries, p.reserved, p.settled, keys.usage(request.accountId), p.partial, keys.account(request.accountId)],
+        [p.spent, p.reservations, p.expiries, p.reserved, p.settled, keys.usage(request.accountId), p.partial, keys.account(request.accountId), p.released, p.partials],
         [request.reservationId, request.chargeUsdMicros, SETTLED_KEEP_SECONDS, ...(request.record ? usageFields(request.record) : [])],
       );
+      return num(charged) === -2 ? "released" : "settled";
     }),
     release: (accountId, period, reservationId) => guarded(async () => {
       const p = keys.period(accountId, period);
-      await scripts.release.run(redis, [p.reservations, p.expiries, p.reserved], [reservationId]);
+      const r = await scripts.release.run(redis, [p.reservations, p.expiries, p.reserved, p.settled, p.released], [reservationId, SETTLED_KEEP_SECONDS]);
+      return num(r) === 2 ? "settled" : "released";
     }),
 
     async listUsageRecords(accountId, pageSize, pageToken): Promise<UsagePage> {

@@ -25,7 +25,10 @@ export function createKeys(prefix: string) {
         expiries: `${base}:resv-exp`,
         reserved: `${base}:reserved`,
         settled: `${base}:settled`,
+        released: `${base}:released`,
         partial: `${base}:partial`,
+        /** Spend-cap aborts' charges by completion id, so a ledger can be checked call by call. */
+        partials: `${base}:partials`,
       };
     },
   };

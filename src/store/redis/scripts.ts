@@ -35,13 +35,18 @@ end
 
 /**
  * Holds up to max (at least min) of what the cap leaves, or adds to a live hold and renews
- * its expiry; returns the amount granted (0 = refused). Keys: account, spent, resv, resv-exp,
- * reserved, settled.
+ * its expiry; returns the amount granted (0 = refused). max 0 only renews a live hold. A
+ * settled or released id is refused, so a late extension never outlives its call.
+ * Keys: account, spent, resv, resv-exp, reserved, settled, released.
  */
 const RESERVE_FN = `${EXPIRE}
 local function reserve(k, id, min, max, ttl, now)
   expire(k[3], k[4], k[5], now)
-  if redis.call('SISMEMBER', k[6], id) == 1 then return 0 end
+  if redis.call('SISMEMBER', k[6], id) == 1 or redis.call('SISMEMBER', k[7], id) == 1 then return 0 end
+  if max == 0 then
+    if redis.call('HEXISTS', k[3], id) == 1 then redis.call('ZADD', k[4], now + ttl, id) end
+    return 0
+  end
   local cap = tonumber(redis.call('HGET', k[1], 'cap') or '') or 0
   local spent = tonumber(redis.call('GET', k[2]) or '0')
   local reserved = tonumber(redis.call('GET', k[5]) or '0')
@@ -54,13 +59,13 @@ local function reserve(k, id, min, max, ttl, now)
 end
 `;
 
-/** KEYS: account, spent, resv, resv-exp, reserved, settled. ARGV: id, min, max, ttl ms, now ms. */
+/** KEYS: account, spent, resv, resv-exp, reserved, settled, released. ARGV: id, min, max, ttl ms, now ms. */
 export const RESERVE = `${RESERVE_FN}
 return reserve(KEYS, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), clock(ARGV[5]))
 `;
 
 /**
- * GCRA, line for line as src/store/gcra.ts, then (when KEYS 2..7 and ARGV 4..7 are given) the
+ * GCRA, line for line as src/store/gcra.ts, then (when KEYS 2..8 and ARGV 4..7 are given) the
  * reservation of an admitted call. KEYS: gcra, then the RESERVE keys.
  * ARGV: interval ms, burst, now ms, then id, min, max, ttl ms.
  * Returns {allowed, limit, remaining, reset ms, retry-after ms, granted}.
@@ -80,7 +85,7 @@ end
 redis.call('SET', KEYS[1], string.format('%.3f', newTat), 'PX', math.ceil(newTat - now) + 1000)
 local granted = 0
 if #KEYS > 1 then
-  granted = reserve({KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}, ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), now)
+  granted = reserve({KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), now)
 end
 return {1, burst, math.max(0, math.floor((now - allowAt) / interval)), math.ceil(newTat - now), 0, granted}
 `;
@@ -89,12 +94,14 @@ return {1, burst, math.max(0, math.floor((now - allowAt) / interval)), math.ceil
  * Replaces a hold by its charge and, for a completed call, appends its usage record, once per
  * id. The charge never takes spent plus the other holds past the cap: a call whose hold was
  * lost (a long outage) is charged only what the cap still allows, and its record says so.
- * KEYS: spent, resv, resv-exp, reserved, settled, usage stream, partial, account.
+ * A spend-cap abort's charge is kept by id (partials) besides the period's sum (partial).
+ * KEYS: spent, resv, resv-exp, reserved, settled, usage stream, partial, account, released, partials.
  * ARGV: id, charge, settled-set ttl s, then record fields (none for an abort).
- * Returns the amount charged, or -1 when the id was settled before.
+ * Returns the amount charged, -1 when the id was settled before, -2 when it was released.
  */
 export const SETTLE = `
 local id, charge, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+if redis.call('SISMEMBER', KEYS[9], id) == 1 then return -2 end
 if redis.call('SADD', KEYS[5], id) == 0 then return -1 end
 redis.call('EXPIRE', KEYS[5], keep)
 local held = redis.call('HGET', KEYS[2], id)
@@ -116,12 +123,22 @@ if #ARGV > 3 then
   redis.call('XADD', KEYS[6], '*', unpack(fields))
 else
   redis.call('INCRBY', KEYS[7], charge)
+  redis.call('HSET', KEYS[10], id, charge)
+  redis.call('EXPIRE', KEYS[10], keep)
 end
 return charge
 `;
 
-/** Drops a hold without charge. KEYS: resv, resv-exp, reserved. ARGV: id. */
+/**
+ * Drops a hold without charge and closes its id, unless it was settled: the answer tells a
+ * settle whose reply was lost apart from one that never landed.
+ * KEYS: resv, resv-exp, reserved, settled, released. ARGV: id, released-set ttl s.
+ * Returns 1 when released (now or before), 2 when the id had been settled.
+ */
 export const RELEASE = `
+if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then return 2 end
+redis.call('SADD', KEYS[5], ARGV[1])
+redis.call('EXPIRE', KEYS[5], tonumber(ARGV[2]))
 local held = redis.call('HGET', KEYS[1], ARGV[1])
 if held then
   redis.call('HDEL', KEYS[1], ARGV[1])
