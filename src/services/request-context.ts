@@ -24,9 +24,10 @@ function normalize(err: unknown, requestId: string, logger: Logger, rpc: string)
   return sluiceError(unavailable ? "service_unavailable" : "internal_error", { headers: { "x-request-id": requestId }, cause: err });
 }
 
-async function* guardStream<T>(messages: AsyncIterable<T>, onError: (err: unknown) => ConnectError): AsyncIterable<T> {
+async function* guardStream<T>(messages: AsyncIterable<T>, onError: (err: unknown) => ConnectError, onEnd: () => void): AsyncIterable<T> {
   try {
     yield* messages;
+    onEnd();
   } catch (err) {
     throw onError(err);
   }
@@ -44,21 +45,30 @@ export function createRequestContextInterceptor(deps: { logger: Logger; metrics?
     req.contextValues.set(requestIdKey, requestId);
     const rpc = `${req.service.typeName}/${req.method.name}`;
     const started = performance.now();
+    let ended = false;
+    /** Logs and counts the call once, at its end: a stream's end, not its first message. */
+    const end = (code: string, reason?: string) => {
+      if (ended) return;
+      ended = true;
+      const ms = performance.now() - started;
+      deps.logger.info("rpc", { rpc, requestId, code, ...(reason !== undefined && { reason }), ms: Math.round(ms) });
+      deps.metrics?.rpc(rpc, code, ms / 1000);
+    };
     const fail = (err: unknown) => {
       const e = normalize(err, requestId, deps.logger, rpc);
-      const ms = performance.now() - started;
-      deps.logger.info("rpc", { rpc, requestId, code: Code[e.code], reason: reasonOf(e), ms: Math.round(ms) });
-      deps.metrics?.rpc(rpc, Code[e.code], ms / 1000);
+      end(Code[e.code], reasonOf(e));
       return e;
     };
     try {
       const res = await next(req);
       res.header.set("x-request-id", requestId);
-      if (res.stream) return { ...res, message: guardStream(res.message, fail) };
-      const ms = performance.now() - started;
-      deps.logger.info("rpc", { rpc, requestId, code: "OK", ms: Math.round(ms) });
-      deps.metrics?.rpc(rpc, "OK", ms / 1000);
-      return res;
+      if (!res.stream) {
+        end("OK");
+        return res;
+      }
+      // A caller that leaves mid-stream may never pull the stream's end: its abort is the end.
+      req.signal.addEventListener("abort", () => end(Code[Code.Canceled], "canceled"), { once: true });
+      return { ...res, message: guardStream(res.message, fail, () => end("OK")) };
     } catch (err) {
       throw fail(err);
     }
