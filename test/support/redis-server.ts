@@ -13,6 +13,10 @@ export interface RedisServer {
   stop(hard?: boolean): Promise<void>;
   /** Starts it again on the same port (with an empty dataset unless AOF is on). */
   start(): Promise<void>;
+  /** Freezes the server (SIGSTOP): connections stay open and nothing answers, as with a hung host. */
+  freeze(): void;
+  /** Thaws a frozen server (SIGCONT): it runs every command that queued up meanwhile. */
+  thaw(): void;
   close(): Promise<void>;
 }
 
@@ -73,6 +77,7 @@ export async function startRedisServer(options: { appendonly?: boolean; cluster?
     const c = child;
     child = undefined;
     if (!c || c.exitCode !== null) return;
+    c.kill("SIGCONT");
     c.kill(hard ? "SIGKILL" : "SIGTERM");
     await once(c, "exit");
   };
@@ -82,6 +87,8 @@ export async function startRedisServer(options: { appendonly?: boolean; cluster?
     port,
     stop,
     start,
+    freeze: () => void child?.kill("SIGSTOP"),
+    thaw: () => void child?.kill("SIGCONT"),
     async close() {
       await stop(true);
       rmSync(dir, { recursive: true, force: true });
