@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { startTestApp } from "./support/harness.ts";
+import { periodOf } from "../src/services/completion/pricing.ts";
+import { connectRedis } from "../src/store/redis/client.ts";
+import { createRedisStore } from "../src/store/redis/index.ts";
+import type { Balance } from "../src/store/store.ts";
+import { startTestApp, type TestApp } from "./support/harness.ts";
 import { SLOW_MODEL, slowModels } from "./support/slow-model.ts";
 import { readStream } from "./support/stream-reader.ts";
 
@@ -8,6 +12,21 @@ const streamSlow = (edgeUrl: string, apiKey: string) => fetch(`${edgeUrl}/v1/cha
   headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
   body: JSON.stringify({ model: SLOW_MODEL, stream: true, messages: [{ role: "user", content: "Take your time." }] }),
 });
+
+/** An account's money read after its app closed: from the memory store itself, or from Redis. */
+async function balanceAfterClose(app: TestApp, accountId: string): Promise<Balance> {
+  const now = Date.now();
+  if (app.redisUrl === undefined) {
+    if (!app.store) throw new Error("no store");
+    return app.store.balance(accountId, periodOf(now), now);
+  }
+  const store = createRedisStore({ redis: await connectRedis(app.redisUrl) });
+  try {
+    return await store.balance(accountId, periodOf(now), now);
+  } finally {
+    await store.close();
+  }
+}
 
 describe("shutdown", () => {
   it("lets a stream in flight finish within the grace period, and refuses new connections", async () => {
@@ -41,5 +60,16 @@ describe("shutdown", () => {
     expect(end.text).not.toContain("[DONE]");
     expect(elapsed).toBeGreaterThanOrEqual(250);
     expect(elapsed).toBeLessThan(1500);
+  });
+
+  it("releases a cut call's hold before it closes the store: nothing held, nothing charged", async () => {
+    const app = await startTestApp({ SLUICE_SHUTDOWN_GRACE_MS: "0" }, { models: slowModels() });
+    const { apiKey, accountId } = await app.newAccount({ rps: 100, burst: 100 });
+    const res = await streamSlow(app.edgeUrl, apiKey);
+    const reader = readStream(res.body ?? new ReadableStream());
+    await reader.until((t) => t.includes("w1"), 5000);
+    await app.close();
+    await reader.end;
+    expect(await balanceAfterClose(app, accountId)).toEqual({ spentUsdMicros: 0, reservedUsdMicros: 0 });
   });
 });

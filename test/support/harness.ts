@@ -33,16 +33,19 @@ export const ADMIN_TOKEN = "test-admin-token-0123456789";
 export interface TestApp extends App {
   admin: Client<typeof AdminService>;
   adminHeaders: Record<string, string>;
+  /** The Redis this app uses, on the Redis store; tests read its ledger after the app closed. */
+  redisUrl: string | undefined;
   /** Creates an onboarded account with `capUsdMicros` and one key; returns both. */
   newAccount(options?: { capUsdMicros?: bigint | undefined; onboarded?: boolean; rps?: number; burst?: number }): Promise<{ accountId: string; apiKey: string; apiKeyId: string }>;
 }
 
 /** Starts Sluice on port 0 with the given environment overrides and options. */
 export async function startTestApp(env: Record<string, string> = {}, options: Partial<AppOptions> = {}): Promise<TestApp> {
+  const stored = await storeEnv(env);
   const config = loadConfig({
     PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1", SLUICE_ADMIN_TOKEN: ADMIN_TOKEN, SLUICE_LOG: "silent",
     SLUICE_SHUTDOWN_GRACE_MS: "0",
-    ...(await storeEnv(env)), ...env,
+    ...stored, ...env,
   });
   const app = await startApp(config, { logger: silentLogger, ...options });
   if (!app.coreUrl) throw new Error("test app has no core");
@@ -50,6 +53,7 @@ export async function startTestApp(env: Record<string, string> = {}, options: Pa
   const adminHeaders = { authorization: `Bearer ${ADMIN_TOKEN}` };
   return {
     ...app,
+    redisUrl: env.REDIS_URL ?? stored.REDIS_URL,
     admin,
     adminHeaders,
     async newAccount({ capUsdMicros = 10_000_000n, onboarded = true, rps, burst } = {}) {
