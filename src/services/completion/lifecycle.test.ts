@@ -109,6 +109,15 @@ async function readSome<T>(stream: AsyncIterable<T>, count: number): Promise<{ g
   return { got, it };
 }
 
+/** Runs a whole call (unary, or a stream read to its end) and resolves with how it ended. */
+function callOutcome(t: Awaited<ReturnType<typeof setup>>, stream: boolean, signal: AbortSignal): Promise<Code | "answered"> {
+  const options = { headers: t.headers, signal };
+  const call = stream
+    ? (async () => { for await (const _ of t.completion.streamChatCompletion({ params: hi }, options)) { /* read to the end */ } })()
+    : t.completion.createChatCompletion({ params: hi }, options);
+  return call.then(() => "answered" as const, (err: unknown) => ConnectError.from(err).code);
+}
+
 const NOTHING_BILLED = { spent: 0, reserved: 0, records: 0, outcomes: [["released"]] };
 
 describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
@@ -130,11 +139,7 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
     const t = await setup(makeStore, steered.engine);
     const gate = t.store.pause("admit");
     const abort = new AbortController();
-    const options = { headers: t.headers, signal: abort.signal };
-    const call = stream
-      ? (async () => { for await (const _ of t.completion.streamChatCompletion({ params: hi }, options)) { /* none */ } })()
-      : t.completion.createChatCompletion({ params: hi }, options);
-    const outcome = call.then(() => "answered", (err: unknown) => ConnectError.from(err).code);
+    const outcome = callOutcome(t, stream, abort.signal);
     await gate.arrived;
     abort.abort();
     gate.open();
@@ -148,11 +153,7 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
     const steered = steeredEngine(3, before.arrived);
     const t = await setup(makeStore, steered.engine);
     const abort = new AbortController();
-    const options = { headers: t.headers, signal: abort.signal };
-    const call = stream
-      ? (async () => { for await (const _ of t.completion.streamChatCompletion({ params: hi }, options)) { /* none */ } })()
-      : t.completion.createChatCompletion({ params: hi }, options);
-    const outcome = call.then(() => "answered", (err: unknown) => ConnectError.from(err).code);
+    const outcome = callOutcome(t, stream, abort.signal);
     await steered.started;
     abort.abort();
     expect(await outcome).toBe(Code.Canceled);
