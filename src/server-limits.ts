@@ -1,5 +1,5 @@
 import { createServer, type RequestListener, type Server } from "node:http";
-import { constants, createServer as createH2cServer, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Stream } from "node:http2";
+import { constants, createServer as createH2cServer, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
 import type { Config } from "./config/index.ts";
 
 /**
@@ -45,8 +45,9 @@ export function createLimitedHttpServer(listener: RequestListener, limits: Serve
 
 /**
  * The core's h2c server with the limits applied: a cap on connections and on concurrent
- * streams per connection, idle connections closed, and a stream whose request is not whole
- * within the request timeout reset (a half-sent call holds nothing for long).
+ * streams per connection, connections with no open stream closed after the idle timeout, and
+ * a stream whose request is not whole within the request timeout reset (a half-sent call
+ * holds nothing for long).
  */
 export function createLimitedH2cServer(
   handler: (req: Http2ServerRequest, res: Http2ServerResponse) => void,
@@ -57,7 +58,20 @@ export function createLimitedH2cServer(
     unknownProtocolTimeout: limits.headersTimeoutMs,
   }, handler);
   server.maxConnections = limits.maxConnections;
-  server.setTimeout(limits.idleTimeoutMs);
+  // Not `server.setTimeout`: node then destroys a session after that long without a frame,
+  // even while one of its calls is still being computed (a long unary answer sends nothing).
+  // Only a session with no open stream is idle; it is closed with a GOAWAY.
+  server.on("session", (session: ServerHttp2Session) => {
+    let open = 0;
+    session.on("stream", (stream: ServerHttp2Stream) => {
+      open += 1;
+      stream.once("close", () => { open -= 1; });
+    });
+    session.setTimeout(limits.idleTimeoutMs);
+    session.on("timeout", () => {
+      if (open === 0 && !session.closed) session.close();
+    });
+  });
   server.on("stream", (stream: ServerHttp2Stream) => {
     if (stream.readableEnded) return;
     const timer = setTimeout(() => {
