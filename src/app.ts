@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Server } from "node:http";
 import type { Http2Server, ServerHttp2Session } from "node:http2";
 import type { AddressInfo } from "node:net";
-import { createClient, createRouterTransport, type Transport } from "@connectrpc/connect";
+import { createClient, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { Health } from "../gen/grpc/health/v1/health_pb.ts";
 import { CompletionService } from "../gen/sluice/completion/v1/completion_service_pb.ts";
@@ -16,6 +16,7 @@ import { createTokenizer, type Tokenizer } from "./engines/tokenizer.ts";
 import type { Logger } from "./logger.ts";
 import { createMetrics, type Metrics } from "./metrics.ts";
 import { createCoreHandler } from "./services/core-handler.ts";
+import { createLocalTransport } from "./services/local-transport.ts";
 import { createCore, type Core } from "./services/routes.ts";
 import { createLimitedH2cServer, createLimitedHttpServer, limitsOf } from "./server-limits.ts";
 import { createMemoryStore } from "./store/memory/index.ts";
@@ -162,7 +163,8 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     const sessions = trackSessions(h2c);
     coreUrl = await listen(h2c, config.GRPC_PORT, host);
     closers.push(() => closeServer(h2c, config.SLUICE_SHUTDOWN_GRACE_MS, sessions));
-    transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
+    // In one process the edge reaches the core as objects, through the same interceptors.
+    transport = createLocalTransport(core.routes, core.interceptors);
   } else {
     transport = createGrpcTransport({ baseUrl: config.CORE_URL });
   }
