@@ -5,6 +5,7 @@ import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { Logger } from "../logger.ts";
 import type { ApiKeyRecord } from "../store/store.ts";
+import { requestIdFrom } from "../protocol/request-id.ts";
 import { pendingKeyCheck } from "./auth/index.ts";
 
 /** What the core's request handler serves, and how it checks a key from the headers alone. */
@@ -69,6 +70,9 @@ export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMe
     check.then(
       () => serve(uReq),
       (err: unknown) => {
+        // The refusal carries the request id like every other answer of the core.
+        const given = req.headers["x-request-id"];
+        ConnectError.from(err).metadata.set("x-request-id", requestIdFrom(typeof given === "string" ? given : undefined));
         // No length hint either: Connect would allocate a buffer of the declared size first.
         const header = new Headers(uReq.header);
         header.delete("content-length");

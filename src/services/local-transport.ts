@@ -33,6 +33,21 @@ function collect(routes: (router: ConnectRouter) => void): Map<string, MethodImp
   return specs;
 }
 
+/**
+ * The error a caller sees: like a gRPC client, which reads the response headers and trailers
+ * of a failed call into the error's metadata (rate-limit state, request id), the local caller
+ * gets them too.
+ */
+function callerError(err: unknown, header: Headers, trailer: Headers): ConnectError {
+  const error = ConnectError.from(err);
+  for (const source of [header, trailer]) {
+    source.forEach((value, name) => {
+      if (!error.metadata.has(name)) error.metadata.set(name, value);
+    });
+  }
+  return error;
+}
+
 /** The message of an init shape: the same object when it already is one (no copy, no encoding). */
 function messageOf<I extends DescMessage>(schema: I, input: MessageInitShape<I>): MessageShape<I> {
   return isMessage(input, schema) ? input : create(schema, input);
@@ -75,7 +90,7 @@ export function createLocalTransport(routes: (router: ConnectRouter) => void, in
           message: message as MessageShape<typeof method.output>,
         } satisfies UnaryResponse<typeof method.input, typeof method.output>;
       } catch (err) {
-        throw ConnectError.from(err);
+        throw callerError(err, context.responseHeader, context.responseTrailer);
       } finally {
         context.abort(CALL_DONE);
       }
@@ -92,7 +107,7 @@ export function createLocalTransport(routes: (router: ConnectRouter) => void, in
         first = await it.next();
       } catch (err) {
         context.abort(CALL_DONE);
-        throw ConnectError.from(err);
+        throw callerError(err, context.responseHeader, context.responseTrailer);
       }
       const messages = async function* (): AsyncGenerator<MessageShape<typeof method.output>> {
         try {
@@ -104,7 +119,7 @@ export function createLocalTransport(routes: (router: ConnectRouter) => void, in
             yield next.value as MessageShape<typeof method.output>;
           }
         } catch (err) {
-          throw ConnectError.from(err);
+          throw callerError(err, context.responseHeader, context.responseTrailer);
         } finally {
           // A reader that stops early gets the handler's own clean-up (its iterator's return).
           await it.return?.();
