@@ -1,13 +1,12 @@
-import { randomBytes } from "node:crypto";
 import type { Server } from "node:http";
 import type { Http2Server, ServerHttp2Session } from "node:http2";
 import type { AddressInfo } from "node:net";
-import { createClient, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { Health } from "../gen/grpc/health/v1/health_pb.ts";
 import { CompletionService } from "../gen/sluice/completion/v1/completion_service_pb.ts";
 import { IdentityService } from "../gen/sluice/identity/v1/identity_service_pb.ts";
-import type { Config } from "./config/index.ts";
+import { ConfigError, type Config } from "./config/index.ts";
 import { createEdge } from "./edge/index.ts";
 import { createExtractiveEngine } from "./engines/extractive/index.ts";
 import { createOpenAIEngine } from "./engines/openai/index.ts";
@@ -112,6 +111,24 @@ async function loadModels(config: Config, tokenizer: Tokenizer, logger: Logger, 
   });
 }
 
+/**
+ * An edge-only process first asks its core for the named key check (`CheckApiKey`), with no
+ * key: a compatible core refuses it as `missing_bearer_token`. A core without that step would
+ * make this edge charge every chat call's rate limit twice, so the edge refuses to start. A
+ * core that cannot be reached yet is only logged: edges may start before their cores.
+ */
+async function checkCoreCompatible(transport: Transport, coreUrl: string, logger: Logger): Promise<void> {
+  try {
+    await createClient(IdentityService, transport).checkApiKey({}, { timeoutMs: 5000 });
+  } catch (err) {
+    const e = ConnectError.from(err);
+    if (e.code === Code.Unimplemented) {
+      throw new ConfigError(`CORE_URL: the core at ${coreUrl} does not serve sluice.identity.v1.IdentityService/CheckApiKey; upgrade it before this edge`);
+    }
+    if (e.code !== Code.Unauthenticated) logger.warn("core not reachable at start", { coreUrl, code: Code[e.code] });
+  }
+}
+
 /** The memory store, or the shared Redis store when `REDIS_URL` is set. */
 async function createStore(config: Config, metrics: Metrics): Promise<Store> {
   if (config.REDIS_URL === undefined) return createMemoryStore();
@@ -128,7 +145,6 @@ async function createStore(config: Config, metrics: Metrics): Promise<Store> {
 export async function startApp(config: Config, options: AppOptions): Promise<App> {
   const now = options.now ?? Date.now;
   const host = config.HOST ?? "0.0.0.0";
-  const edgeToken = config.SLUICE_EDGE_TOKEN ?? randomBytes(32).toString("base64url");
   const limits = limitsOf(config);
   /** Servers, closed first: no new calls, the grace period for calls in flight, then a cut. */
   const closers: Array<() => Promise<void>> = [];
@@ -150,7 +166,6 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
       store, models, tokenizer, logger: options.logger, metrics, now,
       reservationTtlMs: config.SLUICE_RESERVATION_TTL_MS,
       adminToken: config.SLUICE_ADMIN_TOKEN,
-      edgeToken,
       maxCallsInFlight: config.SLUICE_MAX_CALLS_IN_FLIGHT,
       writeTimeoutMs: config.SLUICE_SSE_WRITE_TIMEOUT_MS,
     });
@@ -167,6 +182,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     transport = createLocalTransport(core.routes, core.interceptors);
   } else {
     transport = createGrpcTransport({ baseUrl: config.CORE_URL });
+    await checkCoreCompatible(transport, config.CORE_URL, options.logger);
   }
 
   const edge = createLimitedHttpServer(createEdge({
@@ -178,7 +194,6 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     links: { docsBaseUrl: config.SLUICE_DOCS_URL, portalUrl: config.SLUICE_PORTAL_URL },
     keepAliveMs: config.SLUICE_SSE_KEEPALIVE_MS,
     writeTimeoutMs: config.SLUICE_SSE_WRITE_TIMEOUT_MS,
-    edgeToken,
     logger: options.logger,
     metrics,
   }), limits);

@@ -25,8 +25,7 @@ describe("loadConfig", () => {
     for (const name of ["PORT", "SLUICE_ADMIN_TOKEN", "REDIS_URL"]) expect(message).toContain(name);
   });
 
-  it("requires the shared edge token for an edge-only process", () => {
-    expect(() => loadConfig({ CORE_URL: "http://core:50051" })).toThrow(/SLUICE_EDGE_TOKEN/);
-    expect(loadConfig({ CORE_URL: "http://core:50051", SLUICE_EDGE_TOKEN: "x".repeat(32) }).CORE_URL).toBe("http://core:50051");
+  it("needs no shared secret for an edge-only process: the key check is a named, uncharged RPC", () => {
+    expect(loadConfig({ CORE_URL: "http://core:50051" }).CORE_URL).toBe("http://core:50051");
   });
 });

@@ -15,7 +15,6 @@ export const configSchema = z.object({
   SLUICE_MODELS: z.string().min(1).optional().describe("Path of a JSON or YAML models file; unset serves only service-extract."),
   REDIS_URL: z.string().regex(/^(rediss?|redis-sentinel|redis-cluster):\/\//, "must be a redis://, rediss://, redis-sentinel:// or redis-cluster:// URL").optional().describe("Shared Redis store: redis://, rediss://, redis-sentinel://s1,s2/primary or redis-cluster://n1,n2; unset uses the in-process memory store."),
   CORE_URL: z.string().url().optional().describe("Run as an edge only, reaching a remote core over gRPC at this URL (h2c: http://core:50051)."),
-  SLUICE_EDGE_TOKEN: z.string().min(32, "must be at least 32 characters").optional().describe("Secret shared by edges and cores of a split deployment; random per process when unset."),
   SLUICE_DEV_BOOTSTRAP: z.enum(["auto", "off"]).default("auto").describe("On an empty memory store, create a dev account and key and print them."),
   SLUICE_SSE_KEEPALIVE_MS: z.coerce.number().int().min(10).default(15000).describe("Idle time before a ': keep-alive' comment on a stream."),
   SLUICE_RESERVATION_TTL_MS: z.coerce.number().int().min(1000).default(60000).describe("A reservation not renewed within this time expires (crashed processes)."),
@@ -36,9 +35,6 @@ export const configSchema = z.object({
 
 export type Config = z.infer<typeof configSchema>;
 
-/** A split edge must prove itself to the remote core, so it needs the shared secret. */
-const splitNeedsToken = (c: Config) => c.CORE_URL === undefined || c.SLUICE_EDGE_TOKEN !== undefined;
-
 /** Thrown with one line per bad variable. */
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -48,10 +44,7 @@ export class ConfigError extends Error {
 export function loadConfig(env: Record<string, string | undefined>): Config {
   const blanksRemoved = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
   const parsed = configSchema.safeParse(blanksRemoved);
-  if (parsed.success) {
-    if (!splitNeedsToken(parsed.data)) throw new ConfigError("invalid configuration:\n  SLUICE_EDGE_TOKEN: required when CORE_URL is set");
-    return parsed.data;
-  }
+  if (parsed.success) return parsed.data;
   const lines = parsed.error.issues.map((issue) => `  ${issue.path.join(".")}: ${issue.message}`);
   throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`);
 }

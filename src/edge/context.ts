@@ -21,8 +21,6 @@ export interface EdgeDeps {
   keepAliveMs: number;
   /** A stream whose reader takes no bytes for this long is ended (the core then releases its hold). */
   writeTimeoutMs: number;
-  /** Proves to the core that this edge already rate-limited a chat call. */
-  edgeToken: string;
   logger: Logger;
   metrics?: Metrics;
 }

@@ -8,10 +8,3 @@ export function parseBearer(header: string | null | undefined): string | undefin
   const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
   return match?.[1];
 }
-
-/**
- * Request header by which a trusted edge asks the core to check a key without charging its
- * rate limit: the edge must authenticate a chat call before it reads the body, and the call
- * is charged once, later, when the core admits it together with its reservation.
- */
-export const EDGE_PREFLIGHT_HEADER = "sluice-edge-preflight";

@@ -40,7 +40,7 @@ const reasonEngine: Engine = {
 
 const core = createCore({
   store: createMemoryStore(), models: createModelRegistry(BUILTIN_MODELS, () => reasonEngine), tokenizer: createTokenizer(), logger: silentLogger,
-  now: Date.now, reservationTtlMs: 60_000, adminToken: ADMIN_TOKEN, edgeToken: undefined,
+  now: Date.now, reservationTtlMs: 60_000, adminToken: ADMIN_TOKEN,
 });
 const server = createServer(createCoreHandler({
   routes: core.routes, interceptors: core.interceptors, readMaxBytes: 1 << 20, keyed: core.keyed, checkKey: core.checkKey, logger: silentLogger,

@@ -28,8 +28,6 @@ export interface CoreDeps {
   now: () => number;
   reservationTtlMs: number;
   adminToken: string | undefined;
-  /** The trusted edge's secret; see `createCallerAuthInterceptor`. */
-  edgeToken: string | undefined;
   /** Chat calls in flight at most (`SLUICE_MAX_CALLS_IN_FLIGHT`); default 10,000. */
   maxCallsInFlight?: number;
   /** How long a stream's reader may take nothing (`SLUICE_SSE_WRITE_TIMEOUT_MS`); default 30 s. */
@@ -53,10 +51,14 @@ export interface Core {
 /** The services that need an API key. */
 const KEYED = new Set([IdentityService.typeName, BillingService.typeName, CompletionService.typeName]);
 
-/** Chat calls charge the rate limit in the same store step as their reservation. */
-const ADMIT_IN_HANDLER = new Set(
-  [CompletionService.method.createChatCompletion, CompletionService.method.streamChatCompletion].map((m) => `${CompletionService.typeName}/${m.name}`),
-);
+/**
+ * Calls the caller interceptor does not charge: chat calls charge the rate limit in the same
+ * store step as their reservation, and `CheckApiKey` is the uncharged first step of one.
+ */
+const UNCHARGED_HERE = new Set([
+  ...[CompletionService.method.createChatCompletion, CompletionService.method.streamChatCompletion].map((m) => `${CompletionService.typeName}/${m.name}`),
+  `${IdentityService.typeName}/${IdentityService.method.checkApiKey.name}`,
+]);
 
 /**
  * The whole core as Connect routes plus its interceptors, so the same core can be served on
@@ -83,8 +85,7 @@ export function createCore(deps: CoreDeps): Core {
     createRequestContextInterceptor({ logger: deps.logger, ...(deps.metrics && { metrics: deps.metrics }) }),
     createAdminAuthInterceptor({ adminToken: deps.adminToken, service: AdminService.typeName }),
     createCallerAuthInterceptor({
-      store: deps.store, now: deps.now, services: KEYED, admitInHandler: ADMIT_IN_HANDLER,
-      ...(deps.edgeToken !== undefined && { edgeToken: deps.edgeToken }),
+      store: deps.store, now: deps.now, services: KEYED, unchargedHere: UNCHARGED_HERE,
     }),
   ];
   return { routes, interceptors, ready, calls, keyed: KEYED, checkKey: (authorization) => checkApiKey(deps.store, authorization) };

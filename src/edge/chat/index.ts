@@ -5,7 +5,6 @@ import type { ConnectError } from "@connectrpc/connect";
 import { FinishReason, type StreamChatCompletionResponse, type Usage } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { isBillingUnknown, reasonOf, sluiceError, STREAM_INTERNAL_ERROR, streamAbortPayload } from "../../errors/catalogue.ts";
 import { bodyTooLarge, httpErrorFor } from "../../errors/http.ts";
-import { EDGE_PREFLIGHT_HEADER } from "../../protocol/bearer.ts";
 import { declaredTooLarge, readBodyWithin } from "../body.ts";
 import { coreHeaders, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "../context.ts";
 import { writeCoreError, writeError, writeJson } from "../respond.ts";
@@ -60,8 +59,8 @@ async function refuseBody(res: ServerResponse, deps: EdgeDeps, r: EdgeRequest, r
 
 /**
  * `POST /v1/chat/completions`, in DESIGN's check order: the bearer and the declared size are
- * checked, then the core checks the key (a `GetCaller` preflight that does not charge the
- * rate limit), and only then is the body read, parsed and handed to the core, which charges
+ * checked, then the core checks the key (`CheckApiKey`, the named step that does not charge
+ * the rate limit), and only then is the body read, parsed and handed to the core, which charges
  * the rate limit together with the call's reservation and applies every other rule.
  */
 export async function handleChat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: EdgeRequest): Promise<void> {
@@ -92,7 +91,7 @@ async function chat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r
   if (r.authorization === undefined) return writeError(res, httpErrorFor("missing_bearer_token", deps.links), base, true);
   if (declaredTooLarge(req)) return writeError(res, bodyTooLarge(), base, true);
   try {
-    await deps.clients.identity.getCaller({}, { headers: { ...coreHeaders(r), [EDGE_PREFLIGHT_HEADER]: deps.edgeToken } });
+    await deps.clients.identity.checkApiKey({}, { headers: coreHeaders(r) });
   } catch (err) {
     return writeCoreError(res, err, deps.links, base, true);
   }

@@ -1,5 +1,14 @@
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { fromWire } from "./wire.ts";
+import { CreateChatCompletionRequestSchema } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import { fromWire, MAX_STRUCT_DEPTH } from "./wire.ts";
+
+/** A JSON object nesting `depth` levels (the object itself is one). */
+const nestedObject = (depth: number): Record<string, unknown> => {
+  let v: Record<string, unknown> = { leaf: 1 };
+  for (let i = 1; i < depth; i++) v = { a: v };
+  return v;
+};
 
 describe("fromWire", () => {
   it("translates the OpenAI request shape into ChatParams", () => {
@@ -49,5 +58,22 @@ describe("fromWire", () => {
     expect(out.stream).toBe(false);
     expect(out.params.messages).toEqual([{ role: "assistant", content: "" }]);
     expect(out.params.stop).toEqual([]);
+  });
+
+  // Fuzzing (issue 7) found a tool schema nested 50 levels answered 500: the edge accepted it
+  // (its body limit is 64 levels) but the message could not be decoded on the core side,
+  // where protobuf stops at 100 message levels and each JSON level costs two.
+  it.each([
+    ["tools", (v: Record<string, unknown>) => ({ tools: [v] })],
+    ["tool_choice", (v: Record<string, unknown>) => ({ tool_choice: v })],
+    ["response_format", (v: Record<string, unknown>) => ({ response_format: v })],
+    ["messages.0.tool_calls", (v: Record<string, unknown>) => ({ messages: [{ role: "assistant", content: "", tool_calls: [v] }] })],
+  ])("refuses %s nesting deeper than MAX_STRUCT_DEPTH as a field error, and accepts it at the limit", (field, body) => {
+    const deep = fromWire({ messages: [{ role: "user", content: "hi" }], ...body(nestedObject(MAX_STRUCT_DEPTH + 1)) });
+    expect("field" in deep && deep.field.startsWith(field)).toBe(true);
+    const atLimit = fromWire({ messages: [{ role: "user", content: "hi" }], ...body(nestedObject(MAX_STRUCT_DEPTH)) });
+    if ("field" in atLimit) throw new Error(atLimit.message);
+    const bytes = toBinary(CreateChatCompletionRequestSchema, create(CreateChatCompletionRequestSchema, { params: atLimit.params }));
+    expect(() => fromBinary(CreateChatCompletionRequestSchema, bytes)).not.toThrow();
   });
 });

@@ -33,7 +33,7 @@ function setup(token: string | null = TOKEN) {
     }),
   );
   const core = createCore({
-    store, models, tokenizer: createTokenizer(), logger: silentLogger, now: () => NOW, reservationTtlMs: 60_000, adminToken, edgeToken: undefined,
+    store, models, tokenizer: createTokenizer(), logger: silentLogger, now: () => NOW, reservationTtlMs: 60_000, adminToken,
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   return { store, admin: createClient(AdminService, transport), completion: createClient(CompletionService, transport) };

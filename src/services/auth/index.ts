@@ -1,7 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import { createContextKey, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { sluiceError } from "../../errors/catalogue.ts";
-import { EDGE_PREFLIGHT_HEADER, parseBearer } from "../../protocol/bearer.ts";
+import { parseBearer } from "../../protocol/bearer.ts";
 import type { ApiKeyRecord, RateDecision, Store } from "../../store/store.ts";
 import { hashApiKey, hashesEqual, isWellFormedApiKey } from "./api-key.ts";
 
@@ -51,6 +51,7 @@ export function rateLimitHeaders(d: RateDecision): Record<string, string> {
   };
 }
 
+/** Compares secrets in constant time (for equal lengths). */
 function safeEqual(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
@@ -63,12 +64,11 @@ export interface CallerAuthDeps {
   /** Services whose calls need an API key. */
   services: ReadonlySet<string>;
   /**
-   * Methods (`type.Name/Method`) whose handlers charge the rate limit themselves, in one store
-   * step with the call's reservation (still before any other rule refuses the call).
+   * Methods (`type.Name/Method`) that do not charge the rate limit here: chat calls, whose
+   * handlers charge it in one store step with the reservation (still before any other rule
+   * refuses the call), and `CheckApiKey`, the key check that comes before such a call.
    */
-  admitInHandler: ReadonlySet<string>;
-  /** Shared secret of the trusted edge; see `EDGE_PREFLIGHT_HEADER`. */
-  edgeToken?: string;
+  unchargedHere: ReadonlySet<string>;
 }
 
 /**
@@ -81,10 +81,8 @@ export function createCallerAuthInterceptor(deps: CallerAuthDeps): Interceptor {
     if (!deps.services.has(req.service.typeName)) return next(req);
     const key = await (req.contextValues.get(pendingKeyCheck) ?? checkApiKey(deps.store, req.header.get("authorization")));
 
-    const preflightBy = req.header.get(EDGE_PREFLIGHT_HEADER);
-    const preflight = deps.edgeToken !== undefined && preflightBy !== null && safeEqual(preflightBy, deps.edgeToken);
     let headers: Record<string, string> | undefined;
-    if (!preflight && !deps.admitInHandler.has(`${req.service.typeName}/${req.method.name}`)) {
+    if (!deps.unchargedHere.has(`${req.service.typeName}/${req.method.name}`)) {
       const decision = await deps.store.admit(key, deps.now());
       headers = rateLimitHeaders(decision);
       if (!decision.allowed) throw sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers });

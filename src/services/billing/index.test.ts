@@ -75,7 +75,7 @@ function setup(engines: Record<string, Engine> = {}, prices: Record<string, [num
   });
   const core = createCore({
     store, models, tokenizer: createTokenizer(), logger: silentLogger, now: time.now ?? (() => NOW), reservationTtlMs: time.ttlMs ?? 60_000,
-    adminToken: "admin-token-for-tests", edgeToken: undefined,
+    adminToken: "admin-token-for-tests",
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   const admin = createClient(AdminService, transport);

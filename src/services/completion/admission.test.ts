@@ -39,7 +39,7 @@ describe("admission", () => {
     };
     const core = createCore({
       store, models: createModelRegistry(BUILTIN_MODELS, () => engine), tokenizer: createTokenizer(), logger: silentLogger,
-      now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests", edgeToken: undefined,
+      now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests",
     });
     const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
     const admin = createClient(AdminService, transport);

@@ -23,7 +23,7 @@ async function setup(events: EngineEvent[], capUsdMicros: bigint) {
   };
   const core = createCore({
     store: createMemoryStore(), models: createModelRegistry(BUILTIN_MODELS, () => engine), tokenizer, logger: silentLogger,
-    now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests", edgeToken: undefined,
+    now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests",
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   const admin = createClient(AdminService, transport);

@@ -16,7 +16,7 @@ const tokenizer = createTokenizer();
 async function setup(capUsdMicros = 10_000_000n) {
   const core = createCore({
     store: createMemoryStore(), models: createModelRegistry(BUILTIN_MODELS, () => createExtractiveEngine({ tokenizer })), tokenizer,
-    logger: silentLogger, now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests", edgeToken: undefined,
+    logger: silentLogger, now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests",
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   const admin = createClient(AdminService, transport);

@@ -52,7 +52,7 @@ function setup(engines: Record<string, Engine> = {}, free: string[] = []) {
   });
   const core = createCore({
     store, models, tokenizer, logger: silentLogger, now: () => clock.now, reservationTtlMs: 60_000,
-    adminToken: "admin-token-for-tests", edgeToken: undefined,
+    adminToken: "admin-token-for-tests",
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   const admin = createClient(AdminService, transport);

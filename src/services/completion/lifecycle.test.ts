@@ -79,7 +79,7 @@ async function setup(makeStore: () => Promise<Store>, engine: Engine, options: {
   const logger = createLogger("debug", (line) => void lines.push(JSON.parse(line) as Record<string, unknown>));
   const core = createCore({
     store, models: createModelRegistry(BUILTIN_MODELS, () => engine), tokenizer: createTokenizer(), logger,
-    now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests", edgeToken: undefined,
+    now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests",
     writeTimeoutMs: options.writeTimeoutMs ?? 30_000,
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });

@@ -13,7 +13,45 @@ export const MAX_TOKENS_CEILING = 4096;
 
 const roles = z.enum(["system", "developer", "user", "assistant", "tool", "function"]);
 
-const json = z.custom<JsonObject>((v) => typeof v === "object" && v !== null && !Array.isArray(v), "must be an object");
+/**
+ * The deepest JSON a Struct or Value field may hold, as the edge's translation (edge/chat/wire)
+ * also requires: protobuf spends two message levels per JSON level and stops at 100, and
+ * deeper values only exhaust recursive code paths (token counting stringifies them).
+ */
+export const MAX_STRUCT_DEPTH = 32;
+
+/** Whether a JSON value nests at most `max` levels (an object or an array is one), without recursion. */
+function nestsWithin(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop() as [unknown, number];
+    if (typeof v !== "object" || v === null) continue;
+    if (depth > max) return false;
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return true;
+}
+
+const json = z.custom<JsonObject>(
+  (v) => typeof v === "object" && v !== null && !Array.isArray(v) && nestsWithin(v, MAX_STRUCT_DEPTH),
+  `must be an object nesting at most ${MAX_STRUCT_DEPTH} levels`,
+);
+
+/** Stands for a tool_choice Value that has no JSON form; the schema refuses it. */
+const NO_JSON = Symbol("no JSON form");
+
+/**
+ * The JSON of a `google.protobuf.Value`, or undefined when it has none: a binary caller can
+ * send a Value with no kind set, or a NaN or infinite number, which `toJson` refuses by
+ * throwing. Such a tool_choice is a field error, not an internal one.
+ */
+function valueJson(value: NonNullable<ChatParams["toolChoice"]>): JsonValue | undefined {
+  try {
+    return toJson(ValueSchema, value);
+  } catch {
+    return undefined;
+  }
+}
 
 const messageSchema = z.object({
   role: roles,
@@ -75,7 +113,7 @@ export function validateChatParams(params: ChatParams | undefined): ChatCall {
     frequencyPenalty: params?.frequencyPenalty,
     n: params?.n,
     tools: params?.tools.length ? params.tools : undefined,
-    toolChoice: params?.toolChoice ? toJson(ValueSchema, params.toolChoice) : undefined,
+    toolChoice: params?.toolChoice ? (valueJson(params.toolChoice) ?? NO_JSON) : undefined,
     responseFormat: params?.responseFormat,
     logprobs: params?.logprobs,
     topLogprobs: params?.topLogprobs,

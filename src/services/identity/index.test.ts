@@ -8,7 +8,6 @@ import { createModelRegistry } from "../../engines/models.ts";
 import { createTokenizer } from "../../engines/tokenizer.ts";
 import { retryAfterMsOf } from "../../errors/catalogue.ts";
 import { silentLogger } from "../../logger.ts";
-import { EDGE_PREFLIGHT_HEADER } from "../../protocol/bearer.ts";
 import { createMemoryStore } from "../../store/memory/index.ts";
 import { generateApiKey } from "../auth/api-key.ts";
 import { createCore } from "../routes.ts";
@@ -16,10 +15,7 @@ import { expectFailure } from "../../testing/expect-failure.ts";
 
 const T0 = Date.UTC(2026, 10, 15, 12, 0, 0);
 const ADMIN = { headers: { authorization: "Bearer admin-token-for-tests" } };
-const EDGE_TOKEN = "edge-token-for-tests-0123456789";
-
-function setup(token: string | null = EDGE_TOKEN) {
-  const edgeToken = token ?? undefined;
+function setup() {
   const clock = { now: T0 };
   const store = createMemoryStore();
   const models = createModelRegistry(
@@ -34,7 +30,7 @@ function setup(token: string | null = EDGE_TOKEN) {
   );
   const core = createCore({
     store, models, tokenizer: createTokenizer(), logger: silentLogger, now: () => clock.now, reservationTtlMs: 60_000,
-    adminToken: "admin-token-for-tests", edgeToken,
+    adminToken: "admin-token-for-tests",
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   const admin = createClient(AdminService, transport);
@@ -125,34 +121,21 @@ describe("IdentityService and caller authentication", () => {
     await expectFailure(() => identity.getCaller({}, { headers: { authorization: "Bearer svc_sk_bad" } }), Code.Unauthenticated, "invalid_api_key");
   });
 
-  it("checks a key without charging it for the trusted edge's preflight, and charges the chat call once", async () => {
+  it("CheckApiKey checks a key without charging it, so the chat call that follows is charged once", async () => {
     const { identity, completion, newKey } = setup();
     const { authorization } = await newKey({ burst: 1, rateLimitRps: 0.001 });
-    const headers = { authorization, [EDGE_PREFLIGHT_HEADER]: EDGE_TOKEN };
-    for (let i = 0; i < 5; i++) await identity.getCaller({}, { headers });
+    for (let i = 0; i < 5; i++) expect((await identity.checkApiKey({}, { headers: { authorization } })).apiKeyId).not.toBe("");
     expect((await completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization } })).content).toBe("ok");
     await expectFailure(() => completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization } }), Code.ResourceExhausted, "api_key_rate_limited");
-    await expectFailure(
-      () => identity.getCaller({}, { headers: { authorization: `Bearer ${generateApiKey()}`, [EDGE_PREFLIGHT_HEADER]: EDGE_TOKEN } }),
-      Code.Unauthenticated, "invalid_api_key",
-    );
-    await expectFailure(() => identity.getCaller({}, { headers: { [EDGE_PREFLIGHT_HEADER]: EDGE_TOKEN } }), Code.Unauthenticated, "missing_bearer_token");
+    await expectFailure(() => identity.checkApiKey({}, { headers: { authorization: `Bearer ${generateApiKey()}` } }), Code.Unauthenticated, "invalid_api_key");
+    await expectFailure(() => identity.checkApiKey({}, { headers: { authorization: "Bearer svc_sk_bad" } }), Code.Unauthenticated, "invalid_api_key");
+    await expectFailure(() => identity.checkApiKey({}), Code.Unauthenticated, "missing_bearer_token");
   });
 
-  it("rate-limits a call whose edge token is wrong", async () => {
+  it("GetCaller is always charged: the old edge preflight header is ignored", async () => {
     const { identity, newKey } = setup();
     const { authorization } = await newKey({ burst: 1 });
-    for (const wrong of ["nope", `${EDGE_TOKEN}x`, EDGE_TOKEN.slice(0, -1), ""]) {
-      const headers = { authorization, [EDGE_PREFLIGHT_HEADER]: wrong };
-      if (wrong === "nope") await identity.getCaller({}, { headers });
-      await expectFailure(() => identity.getCaller({}, { headers }), Code.ResourceExhausted, "api_key_rate_limited");
-    }
-  });
-
-  it("trusts no edge header when no edge token is configured", async () => {
-    const { identity, newKey } = setup(null);
-    const { authorization } = await newKey({ burst: 1 });
-    const headers = { authorization, [EDGE_PREFLIGHT_HEADER]: "anything" };
+    const headers = { authorization, "sluice-edge-preflight": "anything" };
     await identity.getCaller({}, { headers });
     await expectFailure(() => identity.getCaller({}, { headers }), Code.ResourceExhausted, "api_key_rate_limited");
   });

@@ -4,13 +4,18 @@ import { requirePrincipal } from "../auth/index.ts";
 
 /**
  * Who is calling. The interceptor has already authenticated the key, so this is the cheap
- * probe SPEC promises; `email` stays unset because the caller used an API key.
+ * probe SPEC promises; `email` stays unset because the caller used an API key. `CheckApiKey`
+ * is the same check without the rate limit, the named first step of a chat call.
  */
 export function createIdentityService(): ServiceImpl<typeof IdentityService> {
   return {
     getCaller(_req, ctx) {
       const principal = requirePrincipal(ctx.values);
       return { id: principal.accountId, apiKeyId: principal.apiKey.id };
+    },
+    checkApiKey(_req, ctx) {
+      const principal = requirePrincipal(ctx.values);
+      return { accountId: principal.accountId, apiKeyId: principal.apiKey.id };
     },
   };
 }

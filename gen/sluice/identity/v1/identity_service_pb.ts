@@ -12,7 +12,50 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/identity/v1/identity_service.proto.
  */
 export const file_sluice_identity_v1_identity_service: GenFile = /*@__PURE__*/
-  fileDesc("CilzbHVpY2UvaWRlbnRpdHkvdjEvaWRlbnRpdHlfc2VydmljZS5wcm90bxISc2x1aWNlLmlkZW50aXR5LnYxIhIKEEdldENhbGxlclJlcXVlc3QiUQoRR2V0Q2FsbGVyUmVzcG9uc2USCgoCaWQYASABKAkSEgoFZW1haWwYAiABKAlIAIgBARISCgphcGlfa2V5X2lkGAMgASgJQggKBl9lbWFpbDJrCg9JZGVudGl0eVNlcnZpY2USWAoJR2V0Q2FsbGVyEiQuc2x1aWNlLmlkZW50aXR5LnYxLkdldENhbGxlclJlcXVlc3QaJS5zbHVpY2UuaWRlbnRpdHkudjEuR2V0Q2FsbGVyUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("CilzbHVpY2UvaWRlbnRpdHkvdjEvaWRlbnRpdHlfc2VydmljZS5wcm90bxISc2x1aWNlLmlkZW50aXR5LnYxIhQKEkNoZWNrQXBpS2V5UmVxdWVzdCI9ChNDaGVja0FwaUtleVJlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSEgoKYXBpX2tleV9pZBgCIAEoCSISChBHZXRDYWxsZXJSZXF1ZXN0IlEKEUdldENhbGxlclJlc3BvbnNlEgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESEgoKYXBpX2tleV9pZBgDIAEoCUIICgZfZW1haWwyywEKD0lkZW50aXR5U2VydmljZRJYCglHZXRDYWxsZXISJC5zbHVpY2UuaWRlbnRpdHkudjEuR2V0Q2FsbGVyUmVxdWVzdBolLnNsdWljZS5pZGVudGl0eS52MS5HZXRDYWxsZXJSZXNwb25zZRJeCgtDaGVja0FwaUtleRImLnNsdWljZS5pZGVudGl0eS52MS5DaGVja0FwaUtleVJlcXVlc3QaJy5zbHVpY2UuaWRlbnRpdHkudjEuQ2hlY2tBcGlLZXlSZXNwb25zZWIGcHJvdG8z");
+
+/**
+ * CheckApiKeyRequest carries nothing: the key is the caller's credentials.
+ *
+ * @generated from message sluice.identity.v1.CheckApiKeyRequest
+ */
+export type CheckApiKeyRequest = Message<"sluice.identity.v1.CheckApiKeyRequest"> & {
+};
+
+/**
+ * Describes the message sluice.identity.v1.CheckApiKeyRequest.
+ * Use `create(CheckApiKeyRequestSchema)` to create a new message.
+ */
+export const CheckApiKeyRequestSchema: GenMessage<CheckApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_identity_v1_identity_service, 0);
+
+/**
+ * CheckApiKeyResponse names the account and the key that the credentials belong to.
+ *
+ * @generated from message sluice.identity.v1.CheckApiKeyResponse
+ */
+export type CheckApiKeyResponse = Message<"sluice.identity.v1.CheckApiKeyResponse"> & {
+  /**
+   * The account id (a UUID) of the key.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * The id of the key.
+   *
+   * @generated from field: string api_key_id = 2;
+   */
+  apiKeyId: string;
+};
+
+/**
+ * Describes the message sluice.identity.v1.CheckApiKeyResponse.
+ * Use `create(CheckApiKeyResponseSchema)` to create a new message.
+ */
+export const CheckApiKeyResponseSchema: GenMessage<CheckApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_identity_v1_identity_service, 1);
 
 /**
  * GetCallerRequest carries nothing: the caller is named by its credentials.
@@ -27,7 +70,7 @@ export type GetCallerRequest = Message<"sluice.identity.v1.GetCallerRequest"> & 
  * Use `create(GetCallerRequestSchema)` to create a new message.
  */
 export const GetCallerRequestSchema: GenMessage<GetCallerRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_identity_v1_identity_service, 0);
+  messageDesc(file_sluice_identity_v1_identity_service, 2);
 
 /**
  * GetCallerResponse names the authenticated caller.
@@ -62,7 +105,7 @@ export type GetCallerResponse = Message<"sluice.identity.v1.GetCallerResponse"> 
  * Use `create(GetCallerResponseSchema)` to create a new message.
  */
 export const GetCallerResponseSchema: GenMessage<GetCallerResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_identity_v1_identity_service, 1);
+  messageDesc(file_sluice_identity_v1_identity_service, 3);
 
 /**
  * IdentityService is the cheap probe that an API key is valid.
@@ -79,6 +122,18 @@ export const IdentityService: GenService<{
     methodKind: "unary";
     input: typeof GetCallerRequestSchema;
     output: typeof GetCallerResponseSchema;
+  },
+  /**
+   * CheckApiKey checks the calling API key without charging its rate limit. It is the first
+   * step of a call whose body is still to be read: the edge calls it before it reads a chat
+   * body, and the call that follows charges the rate limit, once.
+   *
+   * @generated from rpc sluice.identity.v1.IdentityService.CheckApiKey
+   */
+  checkApiKey: {
+    methodKind: "unary";
+    input: typeof CheckApiKeyRequestSchema;
+    output: typeof CheckApiKeyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sluice_identity_v1_identity_service, 0);
