@@ -1,4 +1,4 @@
-import type { Client } from "@connectrpc/connect";
+import type { Client, ContextValues } from "@connectrpc/connect";
 import type { Health } from "../../gen/grpc/health/v1/health_pb.ts";
 import type { CompletionService } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { IdentityService } from "../../gen/sluice/identity/v1/identity_service_pb.ts";
@@ -30,6 +30,17 @@ export interface EdgeRequest {
   requestId: string;
   /** The caller's Authorization header, forwarded verbatim to the core. */
   authorization: string | undefined;
+  /**
+   * Context values shared by this request's core calls: in one process the core remembers
+   * the key its `CheckApiKey` checked, so the chat call does not look it up again. A gRPC
+   * transport does not send them.
+   */
+  values: ContextValues;
+}
+
+/** The options of a keyed core call: its headers and the request's context values. */
+export function coreCall(r: EdgeRequest): { headers: Record<string, string>; contextValues: ContextValues } {
+  return { headers: coreHeaders(r), contextValues: r.values };
 }
 
 /** Headers every keyed call forwards to the core. */

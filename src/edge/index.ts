@@ -1,9 +1,10 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
+import { createContextValues } from "@connectrpc/connect";
 import { HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.ts";
 import { httpErrorFor } from "../errors/http.ts";
 import { parseBearer } from "../protocol/bearer.ts";
 import { handleChat } from "./chat/index.ts";
-import { coreHeaders, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "./context.ts";
+import { coreCall, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "./context.ts";
 import { writeCoreError, writeError, writeJson } from "./respond.ts";
 import { requestIdFrom } from "../protocol/request-id.ts";
 
@@ -13,7 +14,7 @@ type Handler = (req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: Ed
 const handleMe: Handler = async (_req, res, deps, r) => {
   let headers: Record<string, string> = { "x-request-id": r.requestId };
   try {
-    const me = await deps.clients.identity.getCaller({}, { headers: coreHeaders(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
+    const me = await deps.clients.identity.getCaller({}, { ...coreCall(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
     writeJson(res, 200, { id: me.id, email: me.email ?? null }, headers);
   } catch (err) {
     writeCoreError(res, err, deps.links, headers, false);
@@ -24,7 +25,7 @@ const handleMe: Handler = async (_req, res, deps, r) => {
 const handleModels: Handler = async (_req, res, deps, r) => {
   let headers: Record<string, string> = { "x-request-id": r.requestId };
   try {
-    const out = await deps.clients.completion.listModels({}, { headers: coreHeaders(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
+    const out = await deps.clients.completion.listModels({}, { ...coreCall(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
     writeJson(res, 200, { object: "list", data: out.models.map((m) => ({ id: m.id, object: "model", created: 0, owned_by: m.ownedBy })) }, headers);
   } catch (err) {
     writeCoreError(res, err, deps.links, headers, false);
@@ -71,7 +72,7 @@ export function createEdge(deps: EdgeDeps): RequestListener {
     const handler = route[req.method ?? "GET"];
     if (!handler) return writeError(res, httpErrorFor("method_not_allowed", deps.links), { ...base, allow: Object.keys(route).join(", ") }, true);
     const authorization = req.headers.authorization;
-    const r: EdgeRequest = { requestId, authorization: parseBearer(authorization) === undefined ? undefined : authorization };
+    const r: EdgeRequest = { requestId, authorization: parseBearer(authorization) === undefined ? undefined : authorization, values: createContextValues() };
     handler(req, res, deps, r).catch((err: unknown) => {
       deps.logger.error("edge handler failed", { requestId, error: err instanceof Error ? err.stack ?? err.message : String(err) });
       writeCoreError(res, err, deps.links, base, false);

@@ -25,19 +25,55 @@ export interface SseWriter {
   close(): void;
 }
 
+/** The most a batch holds before it is written at once (node's default stream high-water mark). */
+const BATCH_BYTES = 16 * 1024;
+
+/**
+ * Builds a writer on `res`. Frames written in one turn of the event loop go out in one
+ * `res.write` (one syscall and one chunk for the client, not one per delta), and the idle
+ * timer is one timer per stream, not one per frame.
+ */
 export function createSseWriter(res: ServerResponse, keepAliveMs: number): SseWriter {
   let opened = false;
   let full = false;
   let timer: NodeJS.Timeout | undefined;
-  const arm = () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => keepAlive(), keepAliveMs);
+  let lastWriteMs = 0;
+  let pending: string[] = [];
+  let pendingBytes = 0;
+  let scheduled = false;
+  const gone = () => res.writableEnded || res.destroyed;
+  /** Sends a keep-alive when the stream has been idle for keepAliveMs, checking again later otherwise. */
+  const arm = (delayMs: number) => {
+    timer = setTimeout(() => {
+      const idle = performance.now() - lastWriteMs;
+      if (idle >= keepAliveMs) keepAlive();
+      else arm(keepAliveMs - idle);
+    }, delayMs);
   };
-  const keepAlive = () => write(": keep-alive\n\n");
+  const flush = () => {
+    scheduled = false;
+    if (pending.length === 0 || gone()) return;
+    const text = pending.length === 1 ? (pending[0] ?? "") : pending.join("");
+    pending = [];
+    pendingBytes = 0;
+    if (!res.write(text)) full = true;
+  };
   const write = (frame: string) => {
-    if (res.writableEnded || res.destroyed) return;
-    if (!res.write(frame)) full = true;
-    arm();
+    if (gone()) return;
+    pending.push(frame);
+    pendingBytes += frame.length;
+    lastWriteMs = performance.now();
+    // A batch never grows past a socket buffer's worth: a producer that never yields to the
+    // event loop still meets backpressure.
+    if (pendingBytes >= BATCH_BYTES) return flush();
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
+  const keepAlive = () => {
+    write(": keep-alive\n\n");
+    arm(keepAliveMs);
   };
   const line = (payload: object | "[DONE]") => {
     const text = payload === "[DONE]" ? payload : JSON.stringify(payload);
@@ -58,7 +94,8 @@ export function createSseWriter(res: ServerResponse, keepAliveMs: number): SseWr
         "x-accel-buffering": "no",
       });
       res.flushHeaders();
-      arm();
+      lastWriteMs = performance.now();
+      arm(keepAliveMs);
     },
     data(payload) {
       write(`data: ${line(payload)}\n\n`);
@@ -90,6 +127,7 @@ export function createSseWriter(res: ServerResponse, keepAliveMs: number): SseWr
     },
     close() {
       clearTimeout(timer);
+      flush();
       if (!res.writableEnded) res.end();
     },
   };

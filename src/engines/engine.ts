@@ -51,6 +51,12 @@ export interface EngineDelta {
   toolCalls?: JsonValue[];
   /** The answer this piece belongs to, when n > 1 (0 when unset). */
   choice?: number;
+  /**
+   * True on the last delta of its choice, false when more follow, unset when the engine
+   * cannot tell. It lets the edge put `finish_reason` on the last content chunk without
+   * holding every delta on a timer.
+   */
+  last?: boolean;
 }
 
 /**

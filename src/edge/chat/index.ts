@@ -1,30 +1,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { toJson, type JsonValue } from "@bufbuild/protobuf";
-import { ListValueSchema } from "@bufbuild/protobuf/wkt";
 import type { ConnectError } from "@connectrpc/connect";
-import { FinishReason, type StreamChatCompletionResponse, type Usage } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
-import { isBillingUnknown, reasonOf, sluiceError, STREAM_INTERNAL_ERROR, streamAbortPayload } from "../../errors/catalogue.ts";
+import { isBillingUnknown, sluiceError } from "../../errors/catalogue.ts";
 import { bodyTooLarge, httpErrorFor } from "../../errors/http.ts";
 import { declaredTooLarge, readBodyWithin } from "../body.ts";
-import { coreHeaders, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "../context.ts";
+import { coreCall, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "../context.ts";
 import { writeCoreError, writeError, writeJson } from "../respond.ts";
-import { createSseWriter } from "../sse.ts";
+import { finishOf, streamChat, usageJson } from "./stream.ts";
 import { fromWire } from "./wire.ts";
-
-const FINISH: Record<FinishReason, string | null> = {
-  [FinishReason.UNSPECIFIED]: null,
-  [FinishReason.STOP]: "stop",
-  [FinishReason.LENGTH]: "length",
-  [FinishReason.TOOL_CALLS]: "tool_calls",
-  [FinishReason.CONTENT_FILTER]: "content_filter",
-};
-const finishOf = (reason: FinishReason): string | null => FINISH[reason] ?? null;
-
-const usageJson = (u: Usage | undefined) => ({
-  prompt_tokens: Number(u?.promptTokens ?? 0n),
-  completion_tokens: Number(u?.completionTokens ?? 0n),
-  total_tokens: Number(u?.totalTokens ?? 0n),
-});
 
 /** The deepest JSON nesting accepted; deeper bodies would only exhaust recursive code paths. */
 const MAX_JSON_DEPTH = 64;
@@ -50,7 +32,7 @@ function depthOf(value: unknown): number {
 async function refuseBody(res: ServerResponse, deps: EdgeDeps, r: EdgeRequest, refusal: ConnectError): Promise<void> {
   let headers: Record<string, string> = { "x-request-id": r.requestId };
   try {
-    await deps.clients.identity.getCaller({}, { headers: coreHeaders(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
+    await deps.clients.identity.getCaller({}, { ...coreCall(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
   } catch (err) {
     return writeCoreError(res, err, deps.links, headers, false);
   }
@@ -80,18 +62,11 @@ export async function handleChat(req: IncomingMessage, res: ServerResponse, deps
 /** The abort reason of a caller that left: one shared value, so leaving builds no exception. */
 const CALLER_GONE = Object.freeze(new Error("the caller went away"));
 
-/**
- * Whether an error leaves a stream's billing unknown to the edge: the core said so, or the
- * core's own answer was lost (a transport failure carries no Sluice reason). The caller is
- * then told nothing rather than "not billed": its connection is cut.
- */
-const billingUnknownTo = (err: unknown) => isBillingUnknown(err) || reasonOf(err) === undefined;
-
 async function chat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: EdgeRequest, base: Record<string, string>, signal: AbortSignal): Promise<void> {
   if (r.authorization === undefined) return writeError(res, httpErrorFor("missing_bearer_token", deps.links), base, true);
   if (declaredTooLarge(req)) return writeError(res, bodyTooLarge(), base, true);
   try {
-    await deps.clients.identity.checkApiKey({}, { headers: coreHeaders(r) });
+    await deps.clients.identity.checkApiKey({}, coreCall(r));
   } catch (err) {
     return writeCoreError(res, err, deps.links, base, true);
   }
@@ -122,7 +97,7 @@ async function chat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r
 
   const keyed = { ...base };
   if (signal.aborted) return;
-  const options = { headers: coreHeaders(r), signal, onHeader: (h: Headers) => Object.assign(keyed, rateLimitHeadersOf(h)) };
+  const options = { ...coreCall(r), signal, onHeader: (h: Headers) => Object.assign(keyed, rateLimitHeadersOf(h)) };
   try {
     if (!wire.stream) {
       const out = await deps.clients.completion.createChatCompletion({ params: wire.params }, options);
@@ -148,90 +123,5 @@ async function chat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r
       return;
     }
     writeCoreError(res, err, deps.links, keyed, false);
-  }
-}
-
-/** How long a delta may wait for the next event before it is sent without the finish reason. */
-const HOLD_MS = 25;
-
-/**
- * Streams core events as SSE. The 200 is sent with the first event (or the first keep-alive),
- * so that errors before it keep their HTTP status. Each delta is held briefly so that the
- * last content chunk can carry the finish reason, as DESIGN requires; a delta that waits
- * longer than HOLD_MS (a slow engine) is sent on its own, so a stall never hides a token.
- */
-async function streamChat(res: ServerResponse, deps: EdgeDeps, events: AsyncIterable<StreamChatCompletionResponse>, headers: Record<string, string>): Promise<void> {
-  const sse = createSseWriter(res, deps.keepAliveMs);
-  // A slow first token: open the stream and show it is alive, so proxies keep the connection.
-  const firstWait = setTimeout(() => {
-    sse.open(headers);
-    sse.keepAlive();
-  }, deps.keepAliveMs);
-  let held: { event: StreamChatCompletionResponse; text: string } | undefined;
-  let holdTimer: NodeJS.Timeout | undefined;
-  // The first delta of each choice carries the role.
-  const sentRole = new Set<number>();
-  const chunk = (e: StreamChatCompletionResponse, delta: Record<string, JsonValue>, finish: string | null) => {
-    const index = e.choiceIndex;
-    sse.data({
-      id: e.id, object: "chat.completion.chunk", created: Number(e.created), model: e.model,
-      choices: [{ index, delta: sentRole.has(index) ? delta : { role: "assistant", ...delta }, logprobs: null, finish_reason: finish }],
-    });
-    sentRole.add(index);
-  };
-  /** Sends the held delta; with `finish`, it closes the choice of `e` (a held delta of another choice goes first). */
-  const flush = (finish: string | null = null, e?: StreamChatCompletionResponse) => {
-    clearTimeout(holdTimer);
-    const h = held;
-    held = undefined;
-    if (h && (!e || h.event.choiceIndex === e.choiceIndex)) return chunk(h.event, { content: h.text }, finish);
-    if (h) chunk(h.event, { content: h.text }, null);
-    if (e) chunk(e, { content: "" }, finish);
-  };
-  try {
-    for await (const e of events) {
-      // Any event means the core admitted the call: from here on, errors are SSE events.
-      sse.open(headers);
-      if (e.event.case === "delta") {
-        flush();
-        held = { event: e, text: e.event.value };
-        holdTimer = setTimeout(() => flush(), HOLD_MS);
-      } else if (e.event.case === "toolCalls") {
-        flush();
-        chunk(e, { tool_calls: toJson(ListValueSchema, e.event.value) }, null);
-      } else if (e.event.case === "finishReason") {
-        flush(finishOf(e.event.value), e);
-      } else if (e.event.case === "usage") {
-        flush();
-        sse.data({ id: e.id, object: "chat.completion.chunk", created: Number(e.created), model: e.model, choices: [], usage: usageJson(e.event.value) });
-      }
-      // Backpressure: a full socket pauses the call (the core's engine waits for this loop);
-      // a reader stuck past the write timeout is cut, and the core releases the call unbilled.
-      if (sse.full && !(await sse.drained(deps.writeTimeoutMs))) {
-        res.destroy();
-        return;
-      }
-    }
-    sse.open(headers);
-    sse.data("[DONE]");
-  } catch (err) {
-    if (!sse.opened) throw err;
-    // Chunks the core produced are delivered before the error: they are the billed ones.
-    flush();
-    if (reasonOf(err) === "spend_cap_exceeded") {
-      sse.event("error", streamAbortPayload("spend_cap_exceeded", deps.links));
-    } else if (billingUnknownTo(err)) {
-      deps.logger.warn("stream cut with its billing unknown", { error: err instanceof Error ? err.message : String(err) });
-      res.destroy();
-    } else {
-      deps.logger.warn("stream failed after start", { error: err instanceof Error ? err.message : String(err) });
-      sse.data(STREAM_INTERNAL_ERROR);
-      sse.data("[DONE]");
-    }
-  } finally {
-    clearTimeout(firstWait);
-    clearTimeout(holdTimer);
-    // A stream that never opened leaves the response to the caller, which writes the error.
-    if (sse.opened) sse.close();
   }
 }

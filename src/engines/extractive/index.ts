@@ -52,9 +52,9 @@ export function createExtractiveEngine(deps: ExtractiveEngineDeps): Engine {
         seed: request.seed === undefined ? undefined : request.seed + BigInt(choice),
       });
       const plan = planOutput(tokenizer, answer, request.stop, request.maxTokens);
-      for (const piece of plan.pieces) {
+      for (const [i, piece] of plan.pieces.entries()) {
         if (signal.aborted) return;
-        yield { type: "delta", text: piece.text, tokens: piece.tokens, ...(n > 1 && { choice }) };
+        yield { type: "delta", text: piece.text, tokens: piece.tokens, last: i === plan.pieces.length - 1, ...(n > 1 && { choice }) };
         sinceTurn += piece.tokens;
         if (sinceTurn >= TOKENS_PER_TURN) {
           sinceTurn = 0;

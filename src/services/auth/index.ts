@@ -35,6 +35,13 @@ export async function checkApiKey(store: Store, authorization: string | null | u
   return key;
 }
 
+/**
+ * The key an earlier call of the same in-process request checked (the edge's `CheckApiKey`
+ * before its chat call), so the chat call does not look it up again. Only the edge, in the
+ * core's process, can hand context values to a call: over the wire they are made afresh.
+ */
+const checkedKey = createContextKey<{ authorization: string | null; key: ApiKeyRecord } | undefined>(undefined, { description: "sluice checked key" });
+
 /** Reads the principal or fails: a keyed handler reached without one is a wiring bug. */
 export function requirePrincipal(values: ContextValues): Principal {
   const principal = values.get(principalKey);
@@ -79,7 +86,12 @@ export interface CallerAuthDeps {
 export function createCallerAuthInterceptor(deps: CallerAuthDeps): Interceptor {
   return (next) => async (req) => {
     if (!deps.services.has(req.service.typeName)) return next(req);
-    const key = await (req.contextValues.get(pendingKeyCheck) ?? checkApiKey(deps.store, req.header.get("authorization")));
+    const authorization = req.header.get("authorization");
+    const checked = req.contextValues.get(checkedKey);
+    const key = checked !== undefined && checked.authorization === authorization
+      ? checked.key
+      : await (req.contextValues.get(pendingKeyCheck) ?? checkApiKey(deps.store, authorization));
+    req.contextValues.set(checkedKey, { authorization, key });
 
     let headers: Record<string, string> | undefined;
     if (!deps.unchargedHere.has(`${req.service.typeName}/${req.method.name}`)) {

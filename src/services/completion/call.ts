@@ -25,7 +25,7 @@ export interface CallDeps extends PlanDeps {
 
 /** What a call yields, in order: deltas, then the finish, then the billed usage. */
 export type CallEvent =
-  | { type: "delta"; choice: number; text: string; toolCalls?: JsonValue[] }
+  | { type: "delta"; choice: number; text: string; toolCalls?: JsonValue[]; last?: boolean }
   | { type: "finish"; choice: number; finishReason: FinishReason; logprobs?: JsonObject }
   | { type: "usage"; promptTokens: number; completionTokens: number };
 
@@ -209,7 +209,10 @@ async function pump(
         }
         produced += event.tokens;
         if (event.text || event.toolCalls) {
-          await handoff.push({ type: "delta", choice: event.choice ?? 0, text: event.text, ...(event.toolCalls && { toolCalls: event.toolCalls }) });
+          await handoff.push({
+            type: "delta", choice: event.choice ?? 0, text: event.text,
+            ...(event.toolCalls && { toolCalls: event.toolCalls }), ...(event.last !== undefined && { last: event.last }),
+          });
         }
         continue;
       }

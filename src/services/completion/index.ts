@@ -75,8 +75,9 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
       for await (const event of events) {
         if (event.type === "delta") {
           const at = { ...base, choiceIndex: event.choice };
+          const last = event.last === undefined ? {} : { last: event.last };
           if (event.toolCalls) yield { ...at, event: { case: "toolCalls", value: fromJson(ListValueSchema, event.toolCalls) } };
-          if (event.text) yield { ...at, event: { case: "delta", value: event.text } };
+          if (event.text) yield { ...at, ...last, event: { case: "delta", value: event.text } };
         } else if (event.type === "finish") {
           yield { ...base, choiceIndex: event.choice, event: { case: "finishReason", value: event.finishReason } };
         } else {
