@@ -119,10 +119,11 @@ describe("upstream timeouts and failures", () => {
     await expectUnbilled(app, accountId);
   });
 
-  it("a non-streaming call whose upstream dies mid-answer fails as a 5xx, unbilled, leaking nothing", async () => {
+  it("a non-streaming call whose upstream dies mid-answer is a 503 with Retry-After (not a 500), unbilled, leaking nothing", async () => {
     const { apiKey, accountId } = await account();
     const reply = await postChat(app, apiKey, { model: "die", messages });
-    expect(reply.status).toBeGreaterThanOrEqual(500);
+    expectStructured(reply, 503, "service_unavailable", "service_unavailable");
+    expectRetryAfter(reply);
     expectNoUpstreamLeak(reply, [dying, afterDying]);
     await expectUnbilled(app, accountId);
   });

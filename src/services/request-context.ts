@@ -11,7 +11,9 @@ export const requestIdKey = createContextKey<string>("", { description: "sluice 
  * Turns anything that is not a catalogue error into one, so that no stack trace or internal
  * message reaches a caller, and logs it with the request id so an operator can find it.
  */
-function normalize(err: unknown, requestId: string, logger: Logger, rpc: string): ConnectError {
+function normalize(err: unknown, requestId: string, logger: Logger, rpc: string, signal: AbortSignal): ConnectError {
+  // A caller that left (even before it sent its request) is a cancellation, whatever broke.
+  if (signal.aborted && reasonOf(err) === undefined) return sluiceError("canceled", { headers: { "x-request-id": requestId } });
   if (reasonOf(err) !== undefined) {
     const e = err as ConnectError;
     e.metadata.set("x-request-id", requestId);
@@ -55,7 +57,7 @@ export function createRequestContextInterceptor(deps: { logger: Logger; metrics?
       deps.metrics?.rpc(rpc, code, ms / 1000);
     };
     const fail = (err: unknown) => {
-      const e = normalize(err, requestId, deps.logger, rpc);
+      const e = normalize(err, requestId, deps.logger, rpc, req.signal);
       end(Code[e.code], reasonOf(e));
       return e;
     };

@@ -132,6 +132,8 @@ export async function streamChat(res: ServerResponse, deps: StreamDeps, events: 
     sse.data("[DONE]");
   } catch (err) {
     if (!sse.opened) throw err;
+    // A caller that left has nobody to tell: its call was cancelled (or, complete, billed).
+    if (reasonOf(err) === "canceled") return;
     // Chunks the core produced are delivered before the error: they are the billed ones.
     sendAll();
     if (reasonOf(err) === "spend_cap_exceeded") {

@@ -121,7 +121,9 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
           upstream.breaker.failure();
           judged = true;
           options.logger.warn("upstream call failed", { upstream: upstream.label, error: describe(err), afterFirstDelta: delivered });
-          if (delivered) throw err;
+          // After the first delta no other upstream can take over: the model server failed the
+          // call, which is a temporary unavailability (503), not a bug of Sluice's (500).
+          if (delivered) throw sluiceError("service_unavailable", { retryAfterMs: NO_UPSTREAM_RETRY_MS, message: "The model server failed mid-answer. Back off and retry." });
         } finally {
           upstream.outstanding -= 1;
           if (probe && !judged) upstream.breaker.release();
