@@ -3,11 +3,23 @@ import { ConfigError, loadConfig } from "./config/index.ts";
 import { bootstrapDevAccount, devBanner, planDevStart } from "./dev-bootstrap.ts";
 import { ModelsFileError } from "./engines/models.ts";
 import { createLogger } from "./logger.ts";
+import { isWorker, reportStarted, runPrimary, workerCount } from "./workers.ts";
 
-/** Entry point of `npm start`: one process with the edge and the core. */
+/** The line that says where Sluice listens (tests and scripts read it). */
+const startLine = (edgeUrl: string, coreUrl: string | undefined) => `Sluice edge on ${edgeUrl}/v1, core (gRPC/Connect/gRPC-Web) on ${coreUrl}\n`;
+
+/**
+ * Entry point of `npm start`: one process with the edge and the core, or with
+ * `SLUICE_WORKERS` (Redis store or edge only) a primary and that many workers sharing the ports.
+ */
 async function main(): Promise<void> {
   const config = loadConfig(process.env);
   const logger = createLogger(config.SLUICE_LOG);
+  const workers = isWorker() ? 1 : workerCount(config, logger);
+  if (workers > 1) {
+    runPrimary(workers, logger, ({ edgeUrl, coreUrl }) => process.stdout.write(startLine(edgeUrl, coreUrl ?? config.CORE_URL)));
+    return;
+  }
   // DESIGN: only a developer's first run makes up an admin token, and it then binds loopback.
   const { config: startConfig, madeUpToken } = planDevStart(config);
   const app = await startApp(startConfig, { logger });
@@ -24,7 +36,8 @@ async function main(): Promise<void> {
 
   const store = config.REDIS_URL !== undefined ? "redis" : config.CORE_URL !== undefined ? "remote core" : "memory";
   logger.info("sluice started", { edge: app.edgeUrl, core: app.coreUrl, store });
-  process.stdout.write(`Sluice edge on ${app.edgeUrl}/v1, core (gRPC/Connect/gRPC-Web) on ${app.coreUrl ?? config.CORE_URL}\n`);
+  if (isWorker()) reportStarted(app.edgeUrl, app.coreUrl);
+  else process.stdout.write(startLine(app.edgeUrl, app.coreUrl ?? config.CORE_URL));
 
   if (madeUpToken !== undefined && app.coreUrl !== undefined && (await app.store?.countAccounts()) === 0) {
     try {

@@ -28,6 +28,7 @@ export const configSchema = z.object({
   SLUICE_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(10000).describe("Open connections each port accepts; more are refused at once (keep ulimit -n above twice this)."),
   SLUICE_MAX_STREAMS_PER_CONNECTION: z.coerce.number().int().min(1).default(100).describe("Concurrent HTTP/2 streams (calls) one core connection may open."),
   SLUICE_MAX_CALLS_IN_FLIGHT: z.coerce.number().int().min(1).default(10000).describe("Chat calls one process runs at once; beyond it a call gets 503 with Retry-After, never a queue."),
+  SLUICE_WORKERS: z.union([z.literal("auto"), z.coerce.number().int().min(1).max(256)]).default(1).describe("Processes serving the ports (node:cluster), with the Redis store or as an edge only: a number, or auto for one per core. The memory store runs one process."),
   SLUICE_DOCS_URL: z.string().url().default("https://docs.sluice.dev/errors").describe("Base of error docs_url links."),
   SLUICE_PORTAL_URL: z.string().url().default("https://console.sluice.dev").describe("Console URL of portal_url and resolution_url links."),
   SLUICE_LOG: z.enum(["debug", "info", "warn", "error", "silent"]).default("info").describe("Log level; logs are JSON lines on stderr."),
