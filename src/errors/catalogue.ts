@@ -11,10 +11,14 @@ import { ErrorInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_det
 /** The `google.rpc.ErrorInfo.domain` of every Sluice error. */
 export const ERROR_DOMAIN = "sluice";
 
-/** How an HTTP caller sees an error: the bare `{detail}` or the structured `{error}` envelope. */
+/**
+ * How an HTTP caller sees an error: the bare `{detail}`, the structured `{error}` envelope, or
+ * SPEC's plain-text 413 for a body above 32 MiB, which has no code.
+ */
 type Envelope =
   | { kind: "detail" }
-  | { kind: "structured"; type: string; resolution: string };
+  | { kind: "structured"; type: string; resolution: string }
+  | { kind: "plain"; text: string };
 
 interface Entry {
   readonly grpc: Code;
@@ -38,6 +42,7 @@ export const CATALOGUE = {
   subscription_canceled: { grpc: Code.FailedPrecondition, http: 402, envelope: billing("billing/subscription"), message: "The subscription has been cancelled. Resubscribe in the console." },
   upstream_bad_request: { grpc: Code.InvalidArgument, http: 400, envelope: { kind: "detail" }, message: "The model server refused the request as invalid." },
   model_not_found: { grpc: Code.NotFound, http: 404, envelope: { kind: "detail" }, message: "The model does not exist." },
+  request_too_large: { grpc: Code.ResourceExhausted, http: 413, envelope: { kind: "plain", text: "Request body too large\n" }, message: "The request is above 32 MiB." },
   input_too_large: { grpc: Code.InvalidArgument, http: 413, envelope: { kind: "structured", type: "invalid_request_error", resolution: "limits" }, message: "The chat input is above 32,768 tokens." },
   api_key_rate_limited: { grpc: Code.ResourceExhausted, http: 429, envelope: { kind: "structured", type: "rate_limit_error", resolution: "limits" }, message: "The API key's request rate limit is exhausted. Retry after the delay given." },
   service_unavailable: { grpc: Code.Unavailable, http: 503, envelope: { kind: "structured", type: "service_unavailable", resolution: "status" }, message: "The service is temporarily unavailable. Back off and retry." },
@@ -117,8 +122,9 @@ export function httpStatusOf(reason: Reason): number {
  * The JSON body an HTTP caller gets for a reason: `{detail}` for 400/401/404, the structured
  * `{error}` envelope for 402, 413, 429 and 5xx.
  */
-export function errorBody(reason: Reason, links: ErrorLinks, message?: string): object {
+export function errorBody(reason: Reason, links: ErrorLinks, message?: string): object | string {
   const entry: Entry = CATALOGUE[reason];
+  if (entry.envelope.kind === "plain") return entry.envelope.text;
   if (entry.envelope.kind === "detail") return { detail: reason };
   return {
     error: {

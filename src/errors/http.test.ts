@@ -10,7 +10,7 @@ describe("toHttpError", () => {
     const http = toHttpError(err, links);
     expect(http.status).toBe(413);
     expect(typeof http.body).toBe("string");
-    expect(http.reason).toBeUndefined();
+    expect(http.reason).toBe("request_too_large");
   });
 
   it("keeps the first of merged header values", () => {

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
-  CATALOGUE, errorBody, httpStatusOf, isReason, reasonOf, retryAfterMsOf, sluiceError,
+  errorBody, httpStatusOf, reasonOf, retryAfterMsOf, sluiceError,
   type ErrorLinks, type Reason,
 } from "./catalogue.ts";
 
@@ -64,27 +64,10 @@ export function toHttpError(thrown: unknown, links: ErrorLinks): HttpError {
 
 /** The plain 413 for a body above 32 MiB: SPEC gives it no code and no envelope. */
 export function bodyTooLarge(): HttpError {
-  return { status: 413, headers: {}, body: "Request body too large\n", reason: undefined };
+  return { status: 413, headers: {}, body: errorBody("request_too_large", { docsBaseUrl: "", portalUrl: "" }), reason: "request_too_large" };
 }
 
 /** Builds the HTTP error for a reason raised by the edge itself (body parsing, bearer check). */
 export function httpErrorFor(reason: Reason, links: ErrorLinks): HttpError {
   return toHttpError(sluiceError(reason), links);
-}
-
-/**
- * Reads a Sluice HTTP error back into the ConnectError the core raised: the inverse of
- * `toHttpError`, for clients and proxies that sit behind another Sluice edge.
- */
-export function fromHttpError(status: number, body: unknown, retryAfter?: string | null): ConnectError {
-  let code: unknown;
-  if (typeof body === "object" && body !== null) {
-    const b = body as { detail?: unknown; error?: { code?: unknown } };
-    code = b.detail ?? b.error?.code;
-  }
-  const seconds = retryAfter ? Number(retryAfter) : NaN;
-  const retry = Number.isFinite(seconds) ? { retryAfterMs: seconds * 1000 } : {};
-  if (isReason(code) && CATALOGUE[code].http === status) return sluiceError(code, retry);
-  if (status === 503) return sluiceError("service_unavailable", retry);
-  return sluiceError("internal_error", { message: `unexpected HTTP ${status}` });
 }

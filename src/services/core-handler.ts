@@ -1,12 +1,15 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
-import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
+import type { UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { Logger } from "../logger.ts";
-import type { ApiKeyRecord } from "../store/store.ts";
+import { sluiceError } from "../errors/catalogue.ts";
+import type { ApiKeyRecord, RateDecision } from "../store/store.ts";
+import { rateLimitHeaders } from "./auth/index.ts";
 import { requestIdFrom } from "../protocol/request-id.ts";
 import { pendingKeyCheck } from "./auth/index.ts";
+import { reasonOfRefusal, refusalOf } from "./protocol-errors.ts";
 
 /** What the core's request handler serves, and how it checks a key from the headers alone. */
 export interface CoreHandlerOptions {
@@ -17,6 +20,11 @@ export interface CoreHandlerOptions {
   /** Services (`type.Name`) whose calls need an API key. */
   keyed: ReadonlySet<string>;
   checkKey: (authorization: string | undefined) => Promise<ApiKeyRecord>;
+  /**
+   * Charges a key's rate limit for a call refused before its handler ran (a body that does not
+   * decode), so that the caller sees DESIGN's order: 429 before 400.
+   */
+  chargeRateLimit: (key: ApiKeyRecord) => Promise<RateDecision>;
   logger: Logger;
 }
 
@@ -24,6 +32,16 @@ export interface CoreHandlerOptions {
 async function* refusedBody(error: unknown): AsyncIterable<Uint8Array> {
   throw error;
 }
+
+/** Passes a body through, keeping its chunks in `kept` (a Connect JSON body, to classify a refusal). */
+async function* keeping(body: AsyncIterable<Uint8Array>, kept: Uint8Array[]): AsyncIterable<Uint8Array> {
+  for await (const chunk of body) {
+    kept.push(chunk);
+    yield chunk;
+  }
+}
+
+const isByteStream = (body: unknown): body is AsyncIterable<Uint8Array> => typeof body === "object" && body !== null && Symbol.asyncIterator in body;
 
 /** Tells an HTTP/2 client that sent more than was read to stop: the answer is complete. */
 function stopUnreadBody(req: IncomingMessage | Http2ServerRequest): void {
@@ -51,32 +69,53 @@ export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMe
       return;
     }
     const contextValues = createContextValues();
-    const uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
+    const authorization = req.headers.authorization;
+    // Keyed services: the key is checked from the headers, before any of the body is read.
+    const check = options.keyed.has(handler.service.typeName) ? options.checkKey(typeof authorization === "string" ? authorization : undefined) : undefined;
+    check?.catch(() => undefined);
+    const given = universalRequestFromNodeRequest(req, res, undefined, contextValues);
+    // A Connect JSON body is kept while the call runs, so a refusal of it can be classified.
+    const kept: Uint8Array[] | undefined = String(req.headers["content-type"] ?? "").startsWith("application/json") ? [] : undefined;
+    const uReq = kept && isByteStream(given.body) ? { ...given, body: keeping(given.body, kept) } : given;
+    /** Answers the request with `error`, in its protocol, reading nothing more of its body. */
+    const refuse = (error: unknown) => {
+      const header = new Headers(uReq.header);
+      header.delete("content-length"); // else Connect allocates a buffer of the declared size first
+      return handler({ ...uReq, header, body: refusedBody(error) });
+    };
+    /** A refusal Connect made on its own gets its catalogue reason, after the rate limit. */
+    const named = async (r: UniversalServerResponse): Promise<UniversalServerResponse> => {
+      const { refusal, res: whole } = await refusalOf(r);
+      if (refusal === undefined) return whole;
+      const reason = reasonOfRefusal(refusal.code, refusal.message, kept ? Buffer.concat(kept) : undefined);
+      if (reason === undefined) return whole;
+      const key = await check?.catch(() => undefined);
+      if (!key) return refuse(sluiceError(reason));
+      const decision = await options.chargeRateLimit(key);
+      const headers = rateLimitHeaders(decision);
+      return refuse(decision.allowed ? sluiceError(reason, { headers }) : sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers }));
+    };
     const serve = (r: UniversalServerRequest) =>
       handler(r)
+        .then(named)
         .then((uRes) => universalResponseToNodeResponse(uRes, res))
         .catch((reason: unknown) => {
           if (ConnectError.from(reason).code === Code.Aborted) return;
           options.logger.error("core handler failed", { rpc: `${handler.service.typeName}/${handler.method.name}`, error: String(reason) });
         })
         .finally(() => stopUnreadBody(req));
-    if (!options.keyed.has(handler.service.typeName)) {
+    if (!check) {
       void serve(uReq);
       return;
     }
-    const authorization = req.headers.authorization;
-    const check = options.checkKey(typeof authorization === "string" ? authorization : undefined);
     contextValues.set(pendingKeyCheck, check);
     check.then(
       () => serve(uReq),
       (err: unknown) => {
         // The refusal carries the request id like every other answer of the core.
-        const given = req.headers["x-request-id"];
-        ConnectError.from(err).metadata.set("x-request-id", requestIdFrom(typeof given === "string" ? given : undefined));
-        // No length hint either: Connect would allocate a buffer of the declared size first.
-        const header = new Headers(uReq.header);
-        header.delete("content-length");
-        return serve({ ...uReq, header, body: refusedBody(err) });
+        const id = req.headers["x-request-id"];
+        ConnectError.from(err).metadata.set("x-request-id", requestIdFrom(typeof id === "string" ? id : undefined));
+        return refuse(err).then((uRes) => universalResponseToNodeResponse(uRes, res)).finally(() => stopUnreadBody(req));
       },
     );
   };

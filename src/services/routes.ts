@@ -8,7 +8,7 @@ import type { ModelRegistry } from "../engines/models.ts";
 import type { Tokenizer } from "../engines/tokenizer.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
-import type { ApiKeyRecord, Store } from "../store/store.ts";
+import type { ApiKeyRecord, RateDecision, Store } from "../store/store.ts";
 import { createAdminService } from "./admin/index.ts";
 import { checkApiKey, createAdminAuthInterceptor, createCallerAuthInterceptor } from "./auth/index.ts";
 import { createBillingService } from "./billing/index.ts";
@@ -46,6 +46,8 @@ export interface Core {
   /** Services whose calls need an API key, checked from the headers before a body is read. */
   keyed: ReadonlySet<string>;
   checkKey: (authorization: string | undefined) => Promise<ApiKeyRecord>;
+  /** Charges a key's rate limit for a call refused before its handler ran. */
+  chargeRateLimit: (key: ApiKeyRecord) => Promise<RateDecision>;
 }
 
 /** The services that need an API key. */
@@ -88,5 +90,9 @@ export function createCore(deps: CoreDeps): Core {
       store: deps.store, now: deps.now, services: KEYED, unchargedHere: UNCHARGED_HERE,
     }),
   ];
-  return { routes, interceptors, ready, calls, keyed: KEYED, checkKey: (authorization) => checkApiKey(deps.store, authorization) };
+  return {
+    routes, interceptors, ready, calls, keyed: KEYED,
+    checkKey: (authorization) => checkApiKey(deps.store, authorization),
+    chargeRateLimit: (key) => deps.store.admit(key, deps.now()),
+  };
 }
