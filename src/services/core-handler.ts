@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import type { UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
@@ -83,17 +84,35 @@ export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMe
       header.delete("content-length"); // else Connect allocates a buffer of the declared size first
       return handler({ ...uReq, header, body: refusedBody(error) });
     };
-    /** A refusal Connect made on its own gets its catalogue reason, after the rate limit. */
-    const named = async (r: UniversalServerResponse): Promise<UniversalServerResponse> => {
-      const { refusal, res: whole } = await refusalOf(r);
-      if (refusal === undefined) return whole;
+    /** The catalogue error for a refusal Connect made on its own: its reason, after the rate limit. */
+    const errorFor = async (refusal: { code: Code; message: string }) => {
       const reason = reasonOfRefusal(refusal.code, refusal.message, kept ? Buffer.concat(kept) : undefined);
-      if (reason === undefined) return whole;
+      if (reason === undefined) return undefined;
       const key = await check?.catch(() => undefined);
-      if (!key) return refuse(sluiceError(reason));
+      if (!key) return sluiceError(reason);
       const decision = await options.chargeRateLimit(key);
       const headers = rateLimitHeaders(decision);
-      return refuse(decision.allowed ? sluiceError(reason, { headers }) : sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers }));
+      return decision.allowed ? sluiceError(reason, { headers }) : sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers });
+    };
+    /** A refusal Connect made on its own gets its catalogue reason, in the caller's protocol. */
+    const named = async (r: UniversalServerResponse): Promise<UniversalServerResponse> => {
+      const { refusal, res: whole } = await refusalOf(r);
+      if (refusal !== undefined) {
+        const error = await errorFor(refusal);
+        return error ? refuse(error) : whole;
+      }
+      // gRPC puts a refusal in the trailers, known only once the body has been sent.
+      const trailer = whole.trailer;
+      if (!trailer || !whole.body || !String(whole.header?.get("content-type") ?? "").startsWith("application/grpc")) return whole;
+      const body = whole.body;
+      const checked = async function* () {
+        yield* body;
+        const status = trailer.get("grpc-status");
+        if (status === null || status === "0" || trailer.has("grpc-status-details-bin")) return;
+        const error = await errorFor({ code: Number(status) as Code, message: decodeURIComponent(trailer.get("grpc-message") ?? "") });
+        if (error) setTrailerStatus(trailer, error);
+      };
+      return { ...whole, body: checked() };
     };
     const serve = (r: UniversalServerRequest) =>
       handler(r)
