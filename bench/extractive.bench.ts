@@ -1,10 +1,14 @@
 /**
  * Wall time of the extractive engine on a ~32K-token conversation, the largest the gateway
- * accepts for `service-extract`. Run: `npx node bench/extractive.bench.ts`.
+ * accepts for `service-extract`. Run: `npx node bench/extractive.bench.ts`; the suite
+ * (`bench/run.ts`) runs it as a child with `--json` (one JSON line on stdout instead of the
+ * table), `--iterations N` and `--conversation FILE` (writes the greedy scenario's messages, to
+send the same input through Sluice).
  *
  * The conversation is synthetic English prose generated from a fixed seed, so figures are
  * comparable between runs and machines.
  */
+import { writeFileSync } from "node:fs";
 import { FinishReason } from "../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { EngineMessage, EngineRequest } from "../src/engines/engine.ts";
 import { mulberry32 } from "../src/engines/extractive/sampling.ts";
@@ -13,8 +17,13 @@ import { createTokenizer } from "../src/engines/tokenizer.ts";
 
 const TARGET_TOKENS = 32_000;
 const MESSAGES = 16;
-const WARMUP = 5;
-const ITERATIONS = 20;
+const flag = (name: string): string | undefined => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+};
+const JSON_OUTPUT = process.argv.includes("--json");
+const ITERATIONS = Math.max(1, Number(flag("--iterations") ?? 20));
+const WARMUP = Math.min(5, ITERATIONS);
 
 const random = mulberry32(20240601);
 const pick = <T>(items: readonly T[]): T => {
@@ -97,6 +106,11 @@ async function main(): Promise<void> {
   const engine = createExtractiveEngine({ tokenizer });
   await engine.ready();
   const history = buildConversation(tokenizer);
+  const dump = flag("--conversation");
+  if (dump !== undefined) {
+    const first = SCENARIOS[0];
+    writeFileSync(dump, JSON.stringify([...history, { role: "user", content: first?.question ?? "" }]));
+  }
   const signal = new AbortController().signal;
 
   const rows: string[][] = [];
@@ -130,6 +144,12 @@ async function main(): Promise<void> {
     ]);
   }
 
+  if (JSON_OUTPUT) {
+    const keys = ["scenario", "inputTokens", "outputTokens", "finish", "medianMs", "p95Ms", "maxMs"] as const;
+    const json = rows.map((row) => Object.fromEntries(keys.map((k, i) => [k, i === 0 || i === 3 ? row[i] : Number(row[i])])));
+    process.stdout.write(`${JSON.stringify({ iterations: ITERATIONS, warmup: WARMUP, messages: MESSAGES + 1, rows: json })}\n`);
+    return;
+  }
   const header = ["scenario", "input tok", "output tok", "finish", "median ms", "p95 ms", "max ms"];
   const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? "").length)));
   const line = (cells: readonly string[]): string =>
