@@ -7,23 +7,8 @@ import { coreCall, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from ".
 import { writeCoreError, writeError, writeJson } from "../respond.ts";
 import { finishOf, streamChat, usageJson } from "./stream.ts";
 import { fromWire } from "./wire.ts";
+import { MAX_BODY_DEPTH, nestsWithin } from "../../protocol/json-depth.ts";
 
-/** The deepest JSON nesting accepted; deeper bodies would only exhaust recursive code paths. */
-const MAX_JSON_DEPTH = 64;
-
-/** How deeply a parsed JSON value nests, computed without recursion. */
-function depthOf(value: unknown): number {
-  let deepest = 0;
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop() ?? [undefined, 0];
-    if (typeof v !== "object" || v === null) continue;
-    deepest = Math.max(deepest, depth);
-    if (deepest > MAX_JSON_DEPTH) return deepest;
-    for (const child of Object.values(v)) stack.push([child, depth + 1]);
-  }
-  return deepest;
-}
 
 /**
  * Refuses a body the edge could not translate, after charging the rate limit the way the core
@@ -87,8 +72,8 @@ async function chat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     return refuseBody(res, deps, r, sluiceError("body_must_be_object"));
   }
-  if (depthOf(body) > MAX_JSON_DEPTH) {
-    return refuseBody(res, deps, r, sluiceError("invalid_request_body", { message: `the body nests deeper than ${MAX_JSON_DEPTH} levels` }));
+  if (!nestsWithin(body, MAX_BODY_DEPTH)) {
+    return refuseBody(res, deps, r, sluiceError("invalid_request_body", { message: `the body nests deeper than ${MAX_BODY_DEPTH} levels` }));
   }
   const wire = fromWire(body as Record<string, unknown>);
   if ("field" in wire) {

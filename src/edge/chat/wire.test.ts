@@ -1,7 +1,8 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { CreateChatCompletionRequestSchema } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
-import { fromWire, MAX_STRUCT_DEPTH } from "./wire.ts";
+import { MAX_STRUCT_DEPTH } from "../../protocol/json-depth.ts";
+import { fromWire } from "./wire.ts";
 
 /** A JSON object nesting `depth` levels (the object itself is one). */
 const nestedObject = (depth: number): Record<string, unknown> => {

@@ -2,6 +2,7 @@ import { fromJson, type MessageInitShape } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
 import type { ChatParamsSchema } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import { MAX_STRUCT_DEPTH, nestsWithin } from "../../protocol/json-depth.ts";
 
 /**
  * The JSON shape of `POST /v1/chat/completions`, as the OpenAI API accepts it, and its
@@ -17,26 +18,6 @@ const nullable = <T extends z.ZodType>(schema: T) => schema.nullish().transform(
 const textPart = z.object({ type: z.literal("text"), text: z.string() });
 const content = z.union([z.string(), z.array(textPart).transform((parts) => parts.map((p) => p.text).join("\n"))]);
 
-/**
- * The deepest JSON a Struct or Value field (tools, tool calls, tool_choice, response_format)
- * may hold; the core applies the same limit to its own callers (services/completion/validate).
- * Each JSON level costs protobuf two message levels and protobuf decoders stop at 100, so a
- * value nested about 50 levels could not even reach the core: the hop failed as an internal
- * error (500). It is refused here as a field error (400 `invalid_request_body`) instead.
- */
-export const MAX_STRUCT_DEPTH = 32;
-
-/** Whether a JSON value nests at most `max` levels (an object or an array is one), without recursion. */
-function nestsWithin(value: unknown, max: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop() as [unknown, number];
-    if (typeof v !== "object" || v === null) continue;
-    if (depth > max) return false;
-    for (const child of Object.values(v)) stack.push([child, depth + 1]);
-  }
-  return true;
-}
 
 const jsonObject = z.record(z.string(), z.json()).refine((v) => nestsWithin(v, MAX_STRUCT_DEPTH), `nests deeper than ${MAX_STRUCT_DEPTH} levels`);
 

@@ -4,7 +4,8 @@ import { ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ChatParamsSchema } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { reasonOf } from "../../errors/catalogue.ts";
-import { MAX_STRUCT_DEPTH, validateChatParams } from "./validate.ts";
+import { MAX_STRUCT_DEPTH } from "../../protocol/json-depth.ts";
+import { validateChatParams } from "./validate.ts";
 
 const messages = [{ role: "user", content: "hi" }];
 

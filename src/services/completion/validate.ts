@@ -4,6 +4,7 @@ import { z } from "zod";
 import type { ChatParams } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { DEFAULT_MODEL } from "../../engines/models.ts";
 import { sluiceError } from "../../errors/catalogue.ts";
+import { MAX_STRUCT_DEPTH, nestsWithin } from "../../protocol/json-depth.ts";
 
 /** The most choices one call may ask for: each multiplies the worst-case cost. */
 export const MAX_CHOICES = 8;
@@ -13,24 +14,6 @@ export const MAX_TOKENS_CEILING = 4096;
 
 const roles = z.enum(["system", "developer", "user", "assistant", "tool", "function"]);
 
-/**
- * The deepest JSON a Struct or Value field may hold, as the edge's translation (edge/chat/wire)
- * also requires: protobuf spends two message levels per JSON level and stops at 100, and
- * deeper values only exhaust recursive code paths (token counting stringifies them).
- */
-export const MAX_STRUCT_DEPTH = 32;
-
-/** Whether a JSON value nests at most `max` levels (an object or an array is one), without recursion. */
-function nestsWithin(value: unknown, max: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop() as [unknown, number];
-    if (typeof v !== "object" || v === null) continue;
-    if (depth > max) return false;
-    for (const child of Object.values(v)) stack.push([child, depth + 1]);
-  }
-  return true;
-}
 
 const json = z.custom<JsonObject>(
   (v) => typeof v === "object" && v !== null && !Array.isArray(v) && nestsWithin(v, MAX_STRUCT_DEPTH),
