@@ -2,7 +2,7 @@ import { startApp } from "./app.ts";
 import { ConfigError, loadConfig } from "./config/index.ts";
 import { bootstrapDevAccount, devBanner, planDevStart } from "./dev-bootstrap.ts";
 import { ModelsFileError } from "./engines/models.ts";
-import { createLogger } from "./logger.ts";
+import { createLogger, flushLogs } from "./logger.ts";
 import { isWorker, reportStarted, runPrimary, workerCount } from "./workers.ts";
 
 /** The line that says where Sluice listens (tests and scripts read it). */
@@ -17,7 +17,10 @@ async function main(): Promise<void> {
   const logger = createLogger(config.SLUICE_LOG);
   const workers = isWorker() ? 1 : workerCount(config, logger);
   if (workers > 1) {
-    runPrimary(workers, logger, ({ edgeUrl, coreUrl }) => process.stdout.write(startLine(edgeUrl, coreUrl ?? config.CORE_URL)));
+    runPrimary(workers, logger, ({ edgeUrl, coreUrl }) => {
+      flushLogs();
+      process.stdout.write(startLine(edgeUrl, coreUrl ?? config.CORE_URL));
+    });
     return;
   }
   // DESIGN: only a developer's first run makes up an admin token, and it then binds loopback.
@@ -36,12 +39,14 @@ async function main(): Promise<void> {
 
   const store = config.REDIS_URL !== undefined ? "redis" : config.CORE_URL !== undefined ? "remote core" : "memory";
   logger.info("sluice started", { edge: app.edgeUrl, core: app.coreUrl, store });
+  flushLogs();
   if (isWorker()) reportStarted(app.edgeUrl, app.coreUrl);
   else process.stdout.write(startLine(app.edgeUrl, app.coreUrl ?? config.CORE_URL));
 
   if (madeUpToken !== undefined && app.coreUrl !== undefined && (await app.store?.countAccounts()) === 0) {
     try {
       const creds = await bootstrapDevAccount(app.coreUrl, madeUpToken);
+      flushLogs();
       process.stdout.write(devBanner(app.edgeUrl, app.coreUrl, creds, madeUpToken));
     } catch (err) {
       // A signal during the bootstrap closes the core under it; that is a stop, not a failure.

@@ -90,12 +90,35 @@ function* inputTexts(messages: readonly EngineMessage[], extra: readonly string[
   yield* extra;
 }
 
+/**
+ * The longest text whose count is remembered: a streamed delta is a token or a few. Kept under
+ * V8's 13-character minimum for a sliced string, so a key is always its own copy and never
+ * keeps alive the (perhaps 32 MiB) string it was cut from.
+ */
+const MEMO_MAX_LENGTH = 12;
+/** Counts remembered at most; the memo is emptied when full, so it stays under a megabyte. */
+const MEMO_MAX_ENTRIES = 8192;
+
 /** Builds the o200k_base tokenizer used by `service-extract` and for local counting. */
 export function createTokenizer(): Tokenizer {
+  // Engines count every streamed delta (for mid-call reservations), and deltas are short and
+  // repeat a lot: the BPE work per delta showed in profiles of the chat path. A count depends
+  // only on the text, so remembering short texts' counts changes no result.
+  const memo = new Map<string, number>();
+  const count = (text: string): number => {
+    if (text.length > MEMO_MAX_LENGTH) return countWithin(text, Number.POSITIVE_INFINITY) ?? 0;
+    let n = memo.get(text);
+    if (n === undefined) {
+      n = countWithin(text, Number.POSITIVE_INFINITY) ?? 0;
+      if (memo.size >= MEMO_MAX_ENTRIES) memo.clear();
+      memo.set(text, n);
+    }
+    return n;
+  };
   return {
     encode: (text) => encode(text, PLAIN),
     decode: (tokens) => decode(tokens),
-    count: (text) => countWithin(text, Number.POSITIVE_INFINITY) ?? 0,
+    count,
     countMessages(messages, limit, extra = []) {
       let total = PER_REPLY;
       for (const m of messages) total += PER_MESSAGE + (m.name !== undefined ? PER_NAME : 0);

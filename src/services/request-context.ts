@@ -26,13 +26,48 @@ function normalize(err: unknown, requestId: string, logger: Logger, rpc: string,
   return sluiceError(unavailable ? "service_unavailable" : "internal_error", { headers: { "x-request-id": requestId }, cause: err });
 }
 
-async function* guardStream<T>(messages: AsyncIterable<T>, onError: (err: unknown) => ConnectError, onEnd: () => void): AsyncIterable<T> {
-  try {
-    yield* messages;
-    onEnd();
-  } catch (err) {
-    throw onError(err);
-  }
+/**
+ * `messages` with its end reported to `onEnd` and its failure mapped by `onError`. Written as
+ * an iterator rather than an async generator (`yield*`): every message of every stream passes
+ * through it, and a generator's queue costs promises per message. A reader that stops early
+ * (its `return`) reaches the messages' own `return`, as with `yield*`.
+ */
+function guardStream<T>(messages: AsyncIterable<T>, onError: (err: unknown) => ConnectError, onEnd: () => void): AsyncIterable<T> {
+  return {
+    [Symbol.asyncIterator](): AsyncIterator<T> {
+      const it = messages[Symbol.asyncIterator]();
+      let over = false;
+      return {
+        async next() {
+          if (over) return { done: true, value: undefined };
+          let step: IteratorResult<T>;
+          try {
+            step = await it.next();
+          } catch (err) {
+            over = true;
+            throw onError(err);
+          }
+          if (step.done === true) {
+            over = true;
+            onEnd();
+            return { done: true, value: undefined };
+          }
+          return step;
+        },
+        async return() {
+          if (!over) {
+            over = true;
+            try {
+              await it.return?.();
+            } catch (err) {
+              throw onError(err);
+            }
+          }
+          return { done: true, value: undefined };
+        },
+      };
+    },
+  };
 }
 
 /**

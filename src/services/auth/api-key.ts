@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { hash, randomBytes, timingSafeEqual } from "node:crypto";
 
 /**
  * API key format: `svc_sk_` + 43 base62 characters of randomness (256 bits drawn, at least
@@ -21,9 +21,25 @@ function toBase62(value: bigint, length: number): string {
   return out;
 }
 
+/** 62^CHECKSUM_LENGTH: the checksum is the digest's first 64 bits modulo this, in base 62. */
+const CHECKSUM_MODULUS = 62n ** BigInt(CHECKSUM_LENGTH);
+const CHECKSUM_ZEROS = "0".repeat(CHECKSUM_LENGTH);
+
+/**
+ * The checksum of a key's random part. Every keyed call checks one, so the base-62 digits are
+ * made with one BigInt reduction and number arithmetic (62^6 is below 2^53), not six BigInt
+ * divisions: the same digits as `toBase62(value, CHECKSUM_LENGTH)`, at a fraction of the cost.
+ */
 function checksum(random: string): string {
-  const digest = createHash("sha256").update(random).digest();
-  return toBase62(digest.readBigUInt64BE(0), CHECKSUM_LENGTH);
+  // The one-shot `hash` (no Hash object) is what every keyed call pays twice; same digest.
+  const digest = hash("sha256", random, "buffer");
+  let v = Number(digest.readBigUInt64BE(0) % CHECKSUM_MODULUS);
+  let out = "";
+  while (v > 0) {
+    out = ALPHABET[v % 62] + out;
+    v = Math.floor(v / 62);
+  }
+  return (CHECKSUM_ZEROS + out).slice(-CHECKSUM_LENGTH);
 }
 
 /** A new secret; shown to its owner once and never stored. */
@@ -43,7 +59,7 @@ export function isWellFormedApiKey(secret: string): boolean {
 
 /** The stored form of a key: hex SHA-256. A 256-bit random secret needs no slow hash. */
 export function hashApiKey(secret: string): string {
-  return createHash("sha256").update(secret).digest("hex");
+  return hash("sha256", secret, "hex");
 }
 
 /** Compares two hex hashes in constant time. */
