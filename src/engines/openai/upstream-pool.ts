@@ -57,5 +57,3 @@ export function createUpstreamPool(options: UpstreamPoolOptions) {
     close: () => Promise.all(upstreams.map((u) => u.pool.close())),
   };
 }
-
-export type UpstreamPool = ReturnType<typeof createUpstreamPool>;

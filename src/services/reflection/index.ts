@@ -1,12 +1,9 @@
 import { create, createRegistry, toBinary, type DescFile, type DescService } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
-import type { ConnectRouter } from "@connectrpc/connect";
+import { Code, type ConnectRouter } from "@connectrpc/connect";
 import * as v1 from "../../../gen/grpc/reflection/v1/reflection_pb.ts";
 import * as v1alpha from "../../../gen/grpc/reflection/v1alpha/reflection_pb.ts";
 
-/** gRPC status codes used in reflection's in-band `ErrorResponse`. */
-const NOT_FOUND = 5;
-const UNIMPLEMENTED = 12;
 
 /** A file and everything it imports, dependencies first, each once. */
 function withDependencies(file: DescFile, seen = new Set<string>()): DescFile[] {
@@ -33,7 +30,7 @@ function createAnswerer(services: DescService[]): (req: Request) => Answer {
     case: "fileDescriptorResponse" as const,
     value: { fileDescriptorProto: withDependencies(file).map((f) => toBinary(FileDescriptorProtoSchema, f.proto)) },
   });
-  const notFound = (what: string): Answer => ({ case: "errorResponse", value: { errorCode: NOT_FOUND, errorMessage: `${what} not found` } });
+  const notFound = (what: string): Answer => ({ case: "errorResponse", value: { errorCode: Code.NotFound, errorMessage: `${what} not found` } });
   const fileOfSymbol = (symbol: string): DescFile | undefined => {
     const direct = registry.get(symbol) ?? services.find((s) => s.typeName === symbol);
     if (direct) return direct.file;
@@ -54,7 +51,7 @@ function createAnswerer(services: DescService[]): (req: Request) => Answer {
         return file ? serialize(file) : notFound(`symbol ${r.value}`);
       }
       default:
-        return { case: "errorResponse", value: { errorCode: UNIMPLEMENTED, errorMessage: `${r.case ?? "empty request"} is not supported` } };
+        return { case: "errorResponse", value: { errorCode: Code.Unimplemented, errorMessage: `${r.case ?? "empty request"} is not supported` } };
     }
   };
 }

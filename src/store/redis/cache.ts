@@ -8,7 +8,6 @@
 export interface TtlCache<V> {
   get(key: string, load: () => Promise<V>): Promise<V>;
   delete(key: string): void;
-  clear(): void;
 }
 
 export function createTtlCache<V>(ttlMs: number, maxEntries: number, now: () => number = Date.now): TtlCache<V> {
@@ -27,6 +26,5 @@ export function createTtlCache<V>(ttlMs: number, maxEntries: number, now: () => 
       return value;
     },
     delete: (key) => void entries.delete(key),
-    clear: () => entries.clear(),
   };
 }

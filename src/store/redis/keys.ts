@@ -33,5 +33,3 @@ export function createKeys(prefix: string) {
     },
   };
 }
-
-export type Keys = ReturnType<typeof createKeys>;
