@@ -25,7 +25,7 @@ export interface CallDeps extends PlanDeps {
 
 /** What a call yields, in order: deltas, then the finish, then the billed usage. */
 export type CallEvent =
-  | { type: "delta"; choice: number; text: string; toolCalls?: JsonValue[]; last?: boolean }
+  | { type: "delta"; choice: number; text: string; toolCalls?: JsonValue[]; last?: boolean; tokens: number }
   | { type: "finish"; choice: number; finishReason: FinishReason; logprobs?: JsonObject }
   | { type: "usage"; promptTokens: number; completionTokens: number };
 
@@ -80,51 +80,62 @@ function abortableSteps(signal: AbortSignal): { step<T>(promise: Promise<T>): Pr
  * Opens a chat call. This module owns a call from before its admission to its last event, and
  * every way out ends in exactly one settle or one release (DESIGN, "Life of a call"):
  * - keyed: the rules run first; their refusals wait for the rate limit, which is charged in
- *   the same store step as the hold (one round trip), so callers still see the check order;
+ *   the same store step as the hold (one round trip), so callers still see the check order,
+ *   and a process at its limit of calls in flight refuses last (503);
  * - admitted: a caller gone during the admission round trip gets its hold released;
  * - running: the engine runs on its own (see `runAdmitted`), not driven by the reader.
  */
 export async function openCall(deps: CallDeps, principal: Principal, params: ChatParams | undefined, stream: boolean, ctx: CallContext): Promise<OpenedCall> {
-  const leave = deps.calls.enter();
-  let running = false;
+  // A shutdown waits for admissions in flight too: one may end in a release.
+  const opening = admit(deps, principal, params, stream, ctx);
+  deps.calls.track(opening);
+  return opening;
+}
+
+async function admit(deps: CallDeps, principal: Principal, params: ChatParams | undefined, stream: boolean, ctx: CallContext): Promise<OpenedCall> {
+  if (ctx.signal.aborted) throw canceled();
+  const now = deps.now();
+  let plan: CallPlan | undefined;
+  let refusal: unknown;
   try {
-    if (ctx.signal.aborted) throw canceled();
-    const now = deps.now();
-    let plan: CallPlan | undefined;
-    let refusal: unknown;
-    try {
-      plan = await planCall(deps, principal, validateChatParams(params), now);
-    } catch (err) {
-      refusal = err;
-    }
-    if (ctx.signal.aborted) throw canceled();
-    let admission;
-    try {
-      admission = await deps.store.admit(principal.apiKey, now, plan?.reservation);
-    } catch (err) {
-      // A reply lost to a timeout does not mean the script did not run: close the id in the
-      // background. The caller is told 503 now, which is true: nothing here can settle.
-      if (plan) releaseLater(deps, plan.reservation);
-      throw err;
-    }
-    if (plan && admission.granted > 0 && ctx.signal.aborted) {
-      releaseLater(deps, plan.reservation);
-      throw canceled();
-    }
-    const headers = rateLimitHeaders(admission);
-    for (const [name, value] of Object.entries(headers)) ctx.responseHeader.set(name, value);
-    if (!admission.allowed) throw sluiceError("api_key_rate_limited", { retryAfterMs: admission.retryAfterMs, headers });
-    if (refusal !== undefined || !plan) {
-      const err = ConnectError.from(refusal);
-      for (const [name, value] of Object.entries(headers)) err.metadata.set(name, value);
-      throw err;
-    }
-    if (admission.granted === 0) throw sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(now), headers });
-    running = true;
-    return { header: plan.header, events: runAdmitted(deps, plan, admission.granted, stream, ctx.signal, leave) };
-  } finally {
-    if (!running) leave();
+    plan = await planCall(deps, principal, validateChatParams(params), now);
+  } catch (err) {
+    refusal = err;
   }
+  if (ctx.signal.aborted) throw canceled();
+  let admission;
+  try {
+    admission = await deps.store.admit(principal.apiKey, now, plan?.reservation);
+  } catch (err) {
+    // A reply lost to a timeout does not mean the script did not run: close the id in the
+    // background. The caller is told 503 now, which is true: nothing here can settle.
+    if (plan) releaseLater(deps, plan.reservation);
+    throw err;
+  }
+  if (plan && admission.granted > 0 && ctx.signal.aborted) {
+    releaseLater(deps, plan.reservation);
+    throw canceled();
+  }
+  const headers = rateLimitHeaders(admission);
+  for (const [name, value] of Object.entries(headers)) ctx.responseHeader.set(name, value);
+  if (!admission.allowed) throw sluiceError("api_key_rate_limited", { retryAfterMs: admission.retryAfterMs, headers });
+  if (refusal !== undefined || !plan) {
+    const err = ConnectError.from(refusal);
+    for (const [name, value] of Object.entries(headers)) err.metadata.set(name, value);
+    throw err;
+  }
+  if (admission.granted === 0) throw sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(now), headers });
+  // A process at its limit of calls in flight refuses last, as DESIGN orders (503 is step
+  // 10): the hold just taken is released.
+  let leave: () => void;
+  try {
+    leave = deps.calls.enter();
+  } catch (err) {
+    releaseLater(deps, plan.reservation);
+    for (const [name, value] of Object.entries(headers)) ConnectError.from(err).metadata.set(name, value);
+    throw err;
+  }
+  return { header: plan.header, events: runAdmitted(deps, plan, admission.granted, stream, ctx.signal, leave) };
 }
 
 function resolveOptions(deps: CallDeps): ResolveOptions {
@@ -149,11 +160,16 @@ function runAdmitted(deps: CallDeps, plan: CallPlan, granted: number, stream: bo
     engineAbort.abort(reason);
     handoff.cut(reason);
   };
-  const handoff = createHandoff<CallEvent>({ capacity: HANDOFF_CAPACITY, writeTimeoutMs: deps.writeTimeoutMs, onReaderGone: () => stop(CALLER_GONE) });
+  /** Output tokens of the deltas the reader has taken: what a spend-cap cut may charge. */
+  const delivered = { tokens: 0 };
+  const handoff = createHandoff<CallEvent>({
+    capacity: HANDOFF_CAPACITY, writeTimeoutMs: deps.writeTimeoutMs, onReaderGone: () => stop(CALLER_GONE),
+    onTake: (e) => { if (e.type === "delta") delivered.tokens += e.tokens; },
+  });
   const onAbort = () => stop(CALLER_GONE);
   signal.addEventListener("abort", onAbort, { once: true });
   if (signal.aborted) onAbort();
-  const run = pump(deps, plan, granted, stream, handoff, engineAbort).finally(() => {
+  const run = pump(deps, plan, granted, stream, handoff, engineAbort, delivered).finally(() => {
     signal.removeEventListener("abort", onAbort);
     leave();
   });
@@ -176,7 +192,7 @@ function failureOf(err: unknown, deps: CallDeps, id: string): ConnectError {
 /** The engine loop of one call; see `runAdmitted`. Ends in exactly one settle or one release. */
 async function pump(
   deps: CallDeps, plan: CallPlan, granted: number, stream: boolean,
-  handoff: Handoff<CallEvent>, engineAbort: AbortController,
+  handoff: Handoff<CallEvent>, engineAbort: AbortController, delivered: { readonly tokens: number },
 ): Promise<void> {
   const { account, model, promptTokens, request, period } = plan;
   const id = plan.header.id;
@@ -186,15 +202,19 @@ async function pump(
   const options = resolveOptions(deps);
   let reserved = granted;
   let produced = 0;
-  // Keeps the hold alive while the engine runs; a crashed process stops renewing it.
-  const renew = setInterval(() => {
-    deps.store.reserve({ ...hold, ...ttl, minimum: 0, maximum: 0, nowMs: deps.now() }).catch((err: unknown) => {
-      deps.logger.warn("reservation renewal failed", { id, error: String(err) });
-    });
-  }, Math.max(250, Math.floor(deps.reservationTtlMs / 3)));
-  const events = model.engine.generate(request, engineAbort.signal)[Symbol.asyncIterator]();
+  let renew: NodeJS.Timeout | undefined;
+  let events: AsyncIterator<EngineEvent> | undefined;
   const steps = abortableSteps(engineAbort.signal);
   try {
+    // Keeps the hold alive while the engine runs; a crashed process stops renewing it.
+    renew = setInterval(() => {
+      deps.store.reserve({ ...hold, ...ttl, minimum: 0, maximum: 0, nowMs: deps.now() }).catch((err: unknown) => {
+        deps.logger.warn("reservation renewal failed", { id, error: String(err) });
+      });
+    }, Math.max(250, Math.floor(deps.reservationTtlMs / 3)));
+    renew.unref();
+    // Inside the try: an engine whose generate() throws at once is an engine failure too.
+    events = model.engine.generate(request, engineAbort.signal)[Symbol.asyncIterator]();
     for (;;) {
       const step: IteratorResult<EngineEvent> = await steps.step(events.next());
       if (step.done) throw engineAbort.signal.aborted ? engineAbort.signal.reason : new Error("the engine ended without finishing");
@@ -205,10 +225,15 @@ async function pump(
           const more = await deps.store.reserve({ ...hold, ...ttl, minimum: needed - reserved, maximum: Math.max(needed, worst) - reserved, nowMs: deps.now() });
           if (engineAbort.signal.aborted) throw engineAbort.signal.reason;
           if (more === 0) {
-            // A unary call, or a stream that delivered nothing, is refused whole (released below).
-            if (!stream || produced === 0) throw sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(deps.now()) });
-            // A stream that delivered chunks is cut and charged for them.
-            const charge = Math.min(reserved, costUsdMicros(model, promptTokens, produced));
+            const capped = sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(deps.now()) });
+            if (!stream) throw capped; // a unary call is refused whole (released below)
+            // A stream is cut. Its reader first gets what was already handed over (the hold
+            // covered it), unless it leaves or is stuck; then nothing more reaches it, and
+            // exactly the chunks it took are charged. One that took none is refused whole.
+            await handoff.whenEmpty().catch(() => undefined);
+            handoff.cut(capped);
+            if (delivered.tokens === 0) throw capped;
+            const charge = Math.min(reserved, costUsdMicros(model, promptTokens, delivered.tokens));
             const outcome = await settleResolved(deps.store, { ...hold, chargeUsdMicros: charge }, options, deps.calls.track);
             if (outcome === "settled") handoff.fail(sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(deps.now()) }));
             else handoff.fail(outcome === "released" ? sluiceError("service_unavailable", { retryAfterMs: UNAVAILABLE_RETRY_MS }) : billingUnknownError(id));
@@ -219,7 +244,7 @@ async function pump(
         produced += event.tokens;
         if (event.text || event.toolCalls) {
           await handoff.push({
-            type: "delta", choice: event.choice ?? 0, text: event.text,
+            type: "delta", choice: event.choice ?? 0, text: event.text, tokens: event.tokens,
             ...(event.toolCalls && { toolCalls: event.toolCalls }), ...(event.last !== undefined && { last: event.last }),
           });
         }
@@ -261,7 +286,7 @@ async function pump(
     steps.dispose();
     if (!engineAbort.signal.aborted) engineAbort.abort(CALL_OVER);
     // An engine stuck in `next()` finishes its `return()` whenever it wakes; nobody waits for it.
-    events.return?.().catch(() => undefined);
+    events?.return?.().catch(() => undefined);
   }
 }
 

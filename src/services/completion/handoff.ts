@@ -11,6 +11,11 @@ export interface Handoff<T> {
    * reader has taken nothing for `writeTimeoutMs`.
    */
   push(value: T): Promise<void>;
+  /**
+   * Resolves once the reader has taken every value handed over; rejects when the hand-off is
+   * cut, or with `ReaderStuckError` when the reader takes nothing for the write timeout.
+   */
+  whenEmpty(): Promise<void>;
   /** Ends the reader's sequence after the values already handed over. */
   close(): void;
   /** Ends the reader's sequence with `error`, after the values already handed over. */
@@ -29,24 +34,37 @@ export class ReaderStuckError extends Error {
   override name = "ReaderStuckError";
 }
 
-export interface HandoffOptions {
+export interface HandoffOptions<T> {
   /** Values buffered before `push` waits: enough to batch, small enough to bound memory. */
   capacity: number;
   writeTimeoutMs: number;
   /** Called once when the reader stops early (its `return()` or `throw()`). */
   onReaderGone: () => void;
+  /** Called with each value as the reader takes it: what was delivered, not only produced. */
+  onTake?: (value: T) => void;
 }
 
 type Waiter<T> = { resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void };
 
 /** Builds a hand-off; see `Handoff`. */
-export function createHandoff<T>(options: HandoffOptions): Handoff<T> {
+export function createHandoff<T>(options: HandoffOptions<T>): Handoff<T> {
   const buffer: T[] = [];
   let end: { error: unknown } | "closed" | undefined;
   let cutReason: { reason: unknown } | undefined;
   let reader: Waiter<T> | undefined;
   let space: { resolve: () => void; reject: (e: unknown) => void; timer: NodeJS.Timeout } | undefined;
   let readerGone = false;
+  let empty: { resolve: () => void; reject: (e: unknown) => void; timer: NodeJS.Timeout } | undefined;
+
+  const stuck = () => settleEmpty(new ReaderStuckError("the reader took nothing within the write timeout"));
+  const settleEmpty = (error?: unknown) => {
+    const e = empty;
+    if (!e) return;
+    empty = undefined;
+    clearTimeout(e.timer);
+    if (error === undefined) e.resolve();
+    else e.reject(error);
+  };
 
   const settleSpace = (error?: unknown) => {
     const s = space;
@@ -63,8 +81,12 @@ export function createHandoff<T>(options: HandoffOptions): Handoff<T> {
     const r = reader;
     if (buffer.length > 0) {
       reader = undefined;
-      r.resolve({ value: buffer.shift() as T, done: false });
+      const value = buffer.shift() as T;
+      options.onTake?.(value);
+      r.resolve({ value, done: false });
       settleSpace();
+      if (empty && buffer.length === 0) settleEmpty();
+      else if (empty) empty.timer.refresh();
       return;
     }
     if (end === "closed") {
@@ -113,6 +135,13 @@ export function createHandoff<T>(options: HandoffOptions): Handoff<T> {
         space = { resolve, reject, timer };
       });
     },
+    whenEmpty() {
+      if (cutReason) return Promise.reject(cutReason.reason);
+      if (buffer.length === 0) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        empty = { resolve, reject, timer: setTimeout(stuck, options.writeTimeoutMs) };
+      });
+    },
     close() {
       end ??= "closed";
       serve();
@@ -126,6 +155,7 @@ export function createHandoff<T>(options: HandoffOptions): Handoff<T> {
       cutReason = { reason };
       buffer.length = 0;
       settleSpace(reason);
+      settleEmpty(reason);
       serve();
     },
     reader: it,

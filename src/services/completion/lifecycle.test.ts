@@ -14,6 +14,7 @@ import { createRedisStore } from "../../store/redis/index.ts";
 import type { Store } from "../../store/store.ts";
 import { gatedStore, type Gate } from "../../testing/gated-store.ts";
 import { expectFailure } from "../../testing/expect-failure.ts";
+import { createLocalTransport } from "../local-transport.ts";
 import { createCore } from "../routes.ts";
 
 /**
@@ -73,14 +74,14 @@ function manualGate(): Gate {
   return { arrived: wait, open };
 }
 
-async function setup(makeStore: () => Promise<Store>, engine: Engine, options: { capUsdMicros?: bigint; writeTimeoutMs?: number } = {}) {
+async function setup(makeStore: () => Promise<Store>, engine: Engine, options: { capUsdMicros?: bigint; writeTimeoutMs?: number; maxCallsInFlight?: number } = {}) {
   const store = gatedStore(await makeStore());
   const lines: Array<Record<string, unknown>> = [];
   const logger = createLogger("debug", (line) => void lines.push(JSON.parse(line) as Record<string, unknown>));
   const core = createCore({
     store, models: createModelRegistry(BUILTIN_MODELS, () => engine), tokenizer: createTokenizer(), logger,
     now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests",
-    writeTimeoutMs: options.writeTimeoutMs ?? 30_000,
+    writeTimeoutMs: options.writeTimeoutMs ?? 30_000, ...(options.maxCallsInFlight !== undefined && { maxCallsInFlight: options.maxCallsInFlight }),
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   const admin = createClient(AdminService, transport);
@@ -94,7 +95,8 @@ async function setup(makeStore: () => Promise<Store>, engine: Engine, options: {
     const records = (await admin.listUsageRecords({ accountId, pageSize: 100 }, ADMIN)).usageRecords;
     return { spent: Number(a?.spentUsdMicros), reserved: Number(a?.reservedUsdMicros), records: records.length, outcomes: [...store.outcomes.values()] };
   };
-  return { store, core, lines, completion: createClient(CompletionService, transport), headers: { authorization: `Bearer ${secret}` }, ledger };
+  const local = createClient(CompletionService, createLocalTransport(core.routes, core.interceptors));
+  return { store, core, lines, completion: createClient(CompletionService, transport), local, headers: { authorization: `Bearer ${secret}` }, ledger };
 }
 
 /** Reads a stream's messages until `count` have arrived, then leaves the iterator open (not returned). */
@@ -245,6 +247,72 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
     t.store.loseReply("reserve");
     gate.open();
     expect(await outcome).toBe(Code.Unavailable);
+    expect(await t.ledger()).toEqual(NOTHING_BILLED);
+  });
+
+  it("an engine whose generate() throws at once fails the call, releases its hold and stops renewing it", async () => {
+    const throwing: Engine = {
+      generate() {
+        throw new Error("no such engine state");
+      },
+      ready: async () => undefined,
+    };
+    const t = await setup(makeStore, throwing);
+    await expectFailure(() => t.completion.createChatCompletion({ params: hi }, { headers: t.headers }), Code.Internal, "internal_error");
+    expect(await t.ledger()).toEqual(NOTHING_BILLED);
+  });
+
+  it("a process at its limit of calls in flight refuses last: the rules' answers come first", async () => {
+    const before = manualGate();
+    const t = await setup(makeStore, steeredEngine(3, before.arrived).engine, { maxCallsInFlight: 1 });
+    const busy = t.completion.createChatCompletion({ params: hi }, { headers: t.headers });
+    await expectFailure(() => t.completion.createChatCompletion({ params: { messages: [] } }, { headers: t.headers }), Code.InvalidArgument, "invalid_request_body");
+    await expectFailure(() => t.completion.createChatCompletion({ params: { ...hi, model: "nope" } }, { headers: t.headers }), Code.NotFound, "model_not_found");
+    const full = await expectFailure(() => t.completion.createChatCompletion({ params: hi }, { headers: t.headers }), Code.Unavailable, "service_unavailable");
+    expect(full.metadata.get("x-ratelimit-limit-requests")).toBe("1000");
+    before.open();
+    expect((await busy).content).toBe("aaa");
+    // The refused call's hold was released; the busy one was charged.
+    const ledger = await t.ledger();
+    expect(ledger).toMatchObject({ reserved: 0, records: 1 });
+    expect(ledger.outcomes.flat().sort()).toEqual(["released", "settled"]);
+  });
+
+  it("a spend-cap cut charges exactly the deltas its reader received, not those it never took", async () => {
+    // The cap covers the prompt (7) and 16 output tokens; the engine would write 50. The
+    // reader takes one delta and then waits past the write timeout: the buffered ones are
+    // dropped, never delivered and never charged.
+    const t = await setup(makeStore, steeredEngine(50).engine, { capUsdMicros: 7n + 2n * 16n + 1n, writeTimeoutMs: 200 });
+    const cut = t.store.pause("settle");
+    const { got, it: reader } = await readSome(t.local.streamChatCompletion({ params: hi }, { headers: t.headers }), 1);
+    await cut.arrived;
+    cut.open();
+    const rest: string[] = [];
+    await expectFailure(async () => {
+      for (;;) {
+        const next = await reader.next();
+        if (next.done) return;
+        rest.push(next.value.event.case ?? "");
+      }
+    }, Code.ResourceExhausted, "spend_cap_exceeded");
+    const received = got.length + rest.length;
+    expect(received).toBeLessThan(16);
+    expect(await t.ledger()).toEqual({ spent: 7 + 2 * received, reserved: 0, records: 0, outcomes: [["settled"]] });
+  });
+
+  it("a stream cut before any chunk reached its reader is refused whole, not billed", async () => {
+    // Deltas that carry tokens but no text never reach the reader.
+    const silent: Engine = {
+      async *generate() {
+        for (let i = 0; i < 10; i++) yield { type: "delta", text: "", tokens: 5 };
+        yield { type: "done", finishReason: FinishReason.STOP };
+      },
+      ready: async () => undefined,
+    };
+    const t = await setup(makeStore, silent, { capUsdMicros: 40n });
+    await expectFailure(async () => {
+      for await (const _ of t.completion.streamChatCompletion({ params: hi }, { headers: t.headers })) { /* none arrive */ }
+    }, Code.ResourceExhausted, "spend_cap_exceeded");
     expect(await t.ledger()).toEqual(NOTHING_BILLED);
   });
 });

@@ -122,8 +122,13 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T> {
   });
 }
 
-/** ioredis refuses a command at once, unsent, while it has no connection (no offline queue). */
-const UNSENT = /enableOfflineQueue options is false/;
+/**
+ * ioredis refuses a command at once, unsent, while a single-server client has no connection
+ * (no offline queue). Only that message is taken as "certainly not sent": a Cluster client
+ * retries commands whose connection closed, and its "isn't ready" refusal may come after a
+ * first attempt that did reach a node.
+ */
+const UNSENT = /^Stream isn't writeable and enableOfflineQueue options is false$/;
 
 /**
  * Runs a Redis operation within `timeoutMs`, turning any Redis failure into a structured 503.
