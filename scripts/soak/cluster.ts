@@ -1,10 +1,9 @@
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort } from "../../test/support/redis-server.ts";
+import { freePort, pingRedis } from "../../test/support/redis-server.ts";
 import { managedChild, type ManagedChild } from "./child.ts";
 import { SluiceLogs } from "./sluice-logs.ts";
 
@@ -48,17 +47,6 @@ export function removeTempDirsSync(): void {
   tempDirs.clear();
 }
 
-/** Whether a Redis server answers PING on the port. */
-function ping(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, "127.0.0.1");
-    const done = (ok: boolean) => { socket.destroy(); resolve(ok); };
-    socket.setTimeout(500, () => done(false));
-    socket.once("error", () => done(false));
-    socket.once("connect", () => socket.write("PING\r\n"));
-    socket.once("data", (d) => done(d.toString().startsWith("+PONG")));
-  });
-}
 
 /** The models file: both prices non-zero, short upstream timeouts so stalls end within seconds. */
 function modelsFile(upstreamUrls: string[]): object {
@@ -97,7 +85,7 @@ export async function startCluster(seed: number, sluiceCount = 4): Promise<Clust
       name: "redis", command: "redis-server",
       args: ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--dir", redisDir, "--appendonly", "yes",
         "--appendfsync", "always", "--daemonize", "no", "--loglevel", "warning"],
-      readyProbe: () => ping(redisPort),
+      readyProbe: () => pingRedis(redisPort),
     });
     started.push(redis);
     await redis.start();

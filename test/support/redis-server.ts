@@ -32,8 +32,8 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** Whether a Redis server answers PING on the port. */
-function ping(port: number): Promise<boolean> {
+/** Whether a Redis server answers PING on the port (the soak uses it too). */
+export function pingRedis(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect(port, "127.0.0.1");
     const done = (ok: boolean) => { socket.destroy(); resolve(ok); };
@@ -68,7 +68,7 @@ export async function startRedisServer(options: { appendonly?: boolean; cluster?
     const deadline = Date.now() + 10_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`redis-server exited: ${output}`);
-      if (await ping(port)) return;
+      if (await pingRedis(port)) return;
       if (Date.now() > deadline) throw new Error(`redis-server did not answer on ${port}: ${output}`);
       await new Promise((r) => setTimeout(r, 50));
     }
