@@ -189,8 +189,10 @@ describe("Redis outage and recovery: one app, an AOF redis-server of its own", (
 
     const readyMs = await waitReady(app, 5000);
     expect(readyMs).toBeLessThan(5000);
-    // A new server process: its script cache is empty, so the first EVALSHA meets NOSCRIPT.
-    expect(infoCount(await redisInfo(redis.url, "memory"), "number_of_cached_scripts")).toBe(0);
+    // A new server process: its script cache starts empty, so the first EVALSHA of each script
+    // meets NOSCRIPT. (A release still chasing a call refused during the outage may already
+    // have loaded its own script: at most that one is cached yet.)
+    expect(infoCount(await redisInfo(redis.url, "memory"), "number_of_cached_scripts")).toBeLessThanOrEqual(1);
 
     const reply = await postChat(app, apiKey, { model: "service-extract", messages: CHAT_MESSAGES });
     expect(reply.status, reply.text).toBe(200);
@@ -200,7 +202,8 @@ describe("Redis outage and recovery: one app, an AOF redis-server of its own", (
     // The scripts were refused with NOSCRIPT, sent again with EVAL, and are cached again.
     const errors = await redisInfo(redis.url, "errorstats");
     expect(infoCount(errors, "errorstat_NOSCRIPT", "count"), errors).toBeGreaterThan(0);
-    expect(infoCount(await redisInfo(redis.url, "commandstats"), "cmdstat_eval", "calls")).toBeGreaterThan(0);
+    // The chat call's admission and settle scripts were both loaded again through EVAL.
+    expect(infoCount(await redisInfo(redis.url, "commandstats"), "cmdstat_eval", "calls")).toBeGreaterThanOrEqual(2);
     expect(infoCount(await redisInfo(redis.url, "memory"), "number_of_cached_scripts")).toBeGreaterThan(0);
 
     // Billed: 1 + 2 micros per token in and out (registryWith prices), one usage record.
