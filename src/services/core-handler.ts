@@ -7,9 +7,8 @@ import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from
 import type { Logger } from "../logger.ts";
 import { sluiceError } from "../errors/catalogue.ts";
 import type { ApiKeyRecord, RateDecision } from "../store/store.ts";
-import { rateLimitHeaders } from "./auth/index.ts";
 import { requestIdFrom } from "../protocol/request-id.ts";
-import { pendingKeyCheck } from "./auth/index.ts";
+import { pendingKeyCheck, rateLimitHeaders } from "./auth/index.ts";
 import { reasonOfRefusal, refusalOf } from "./protocol-errors.ts";
 
 /** What the core's request handler serves, and how it checks a key from the headers alone. */
@@ -78,11 +77,11 @@ export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMe
     // A Connect JSON body is kept while the call runs, so a refusal of it can be classified.
     const kept: Uint8Array[] | undefined = String(req.headers["content-type"] ?? "").startsWith("application/json") ? [] : undefined;
     const uReq = kept && isByteStream(given.body) ? { ...given, body: keeping(given.body, kept) } : given;
-    /** Answers the request with `error`, in its protocol, reading nothing more of its body. */
-    const refuse = (error: unknown) => {
+    /** The request as one that Connect answers with `error`, in its protocol, reading nothing more of its body. */
+    const refusing = (error: unknown): UniversalServerRequest => {
       const header = new Headers(uReq.header);
       header.delete("content-length"); // else Connect allocates a buffer of the declared size first
-      return handler({ ...uReq, header, body: refusedBody(error) });
+      return { ...uReq, header, body: refusedBody(error) };
     };
     /** The catalogue error for a refusal Connect made on its own: its reason, after the rate limit. */
     const errorFor = async (refusal: { code: Code; message: string }) => {
@@ -99,7 +98,7 @@ export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMe
       const { refusal, res: whole } = await refusalOf(r);
       if (refusal !== undefined) {
         const error = await errorFor(refusal);
-        return error ? refuse(error) : whole;
+        return error ? handler(refusing(error)) : whole;
       }
       // gRPC puts a refusal in the trailers, known only once the body has been sent.
       const trailer = whole.trailer;
@@ -134,7 +133,7 @@ export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMe
         // The refusal carries the request id like every other answer of the core.
         const id = req.headers["x-request-id"];
         ConnectError.from(err).metadata.set("x-request-id", requestIdFrom(typeof id === "string" ? id : undefined));
-        return refuse(err).then((uRes) => universalResponseToNodeResponse(uRes, res)).finally(() => stopUnreadBody(req));
+        return serve(refusing(err));
       },
     );
   };

@@ -169,12 +169,10 @@ export function createLocalTransport(routes: (router: ConnectRouter) => void, in
     if (!spec) throw new ConnectError(`${method.parent.typeName}/${method.name} is not served here`, Code.Unimplemented);
     return spec;
   };
-  const contextOf = (method: DescMethod, signal: AbortSignal | undefined, timeoutMs: number | undefined, header: ConstructorParameters<typeof Headers>[0], contextValues: ContextValues | undefined) =>
-    localContext(method, signal, timeoutMs, header, contextValues);
 
   return {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
-      const context = contextOf(method, signal, timeoutMs, header, contextValues);
+      const context = localContext(method, signal, timeoutMs, header, contextValues);
       try {
         const spec = specOf(method);
         if (spec.kind !== "unary") throw new ConnectError(`${method.name} is not unary`, Code.Unimplemented);
@@ -191,7 +189,7 @@ export function createLocalTransport(routes: (router: ConnectRouter) => void, in
     },
 
     async stream(method, signal, timeoutMs, header, input, contextValues) {
-      const context = contextOf(method, signal, timeoutMs, header, contextValues);
+      const context = localContext(method, signal, timeoutMs, header, contextValues);
       let it: AsyncIterator<unknown>;
       let trailer = context.responseTrailer;
       let first: IteratorResult<unknown>;

@@ -1,5 +1,6 @@
 import { Code } from "@connectrpc/connect";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { codeFromString } from "@connectrpc/connect/protocol-connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 import type { Reason } from "../errors/catalogue.ts";
 
@@ -9,10 +10,6 @@ import type { Reason } from "../errors/catalogue.ts";
  * module finds them and names their catalogue reason, so the core can answer them as it
  * answers everything else (AIP-193), whatever the protocol.
  */
-
-const CODE_NAMES: Record<string, Code> = Object.fromEntries(
-  Object.entries(Code).filter(([, v]) => typeof v === "number").map(([k, v]) => [k.replace(/[A-Z]/g, (c, i: number) => (i ? "_" : "") + c.toLowerCase()), v as Code]),
-);
 
 /** Connect reports a binary message that does not decode as an internal error; it is the caller's. */
 const UNDECODABLE = /^(parse binary|cannot decode|premature EOF|invalid wire type|illegal tag)/;
@@ -32,18 +29,19 @@ export function reasonOfRefusal(code: Code, message: string, jsonBody: Uint8Arra
   return typeof value === "object" && value !== null && !Array.isArray(value) ? "invalid_request_body" : "body_must_be_object";
 }
 
-async function readAll(body: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
-  const chunks: Uint8Array[] = [];
-  for await (const chunk of body) chunks.push(chunk);
-  return Buffer.concat(chunks);
-}
-
 /** What `refusalOf` found: Connect's own refusal (its code), and the response to send otherwise. */
 export interface Inspected {
   /** The code and message of a refusal Connect made on its own (no ErrorInfo), if it is one. */
   refusal: { code: Code; message: string } | undefined;
   /** The response, whole again (its body was read to inspect it). */
   res: UniversalServerResponse;
+}
+
+/** Reads a (small) response body whole. */
+async function readAll(body: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of body) chunks.push(chunk);
+  return Buffer.concat(chunks);
 }
 
 /**
@@ -63,7 +61,7 @@ export async function refusalOf(res: UniversalServerResponse): Promise<Inspected
   try {
     const error = JSON.parse(new TextDecoder().decode(bytes)) as { code?: unknown; message?: unknown; details?: Array<{ type?: unknown }> };
     if (error.details?.some((d) => d.type === ErrorInfoSchema.typeName)) return { refusal: undefined, res: whole };
-    const code = typeof error.code === "string" ? CODE_NAMES[error.code] : undefined;
+    const code = typeof error.code === "string" ? codeFromString(error.code) : undefined;
     const message = typeof error.message === "string" ? error.message : "";
     return { refusal: code === undefined ? undefined : { code, message }, res: whole };
   } catch {

@@ -177,6 +177,10 @@ function runAdmitted(deps: CallDeps, plan: CallPlan, granted: number, stream: bo
   return handoff.reader;
 }
 
+/** What a reader is told of a settle that did not land: not billed (released), or unknown. */
+const unsettled = (outcome: "released" | "unknown", id: string): ConnectError =>
+  outcome === "released" ? sluiceError("service_unavailable", { retryAfterMs: UNAVAILABLE_RETRY_MS }) : billingUnknownError(id);
+
 /** The error a reader gets for a call that ended before its answer was whole (and was released). */
 function failureOf(err: unknown, deps: CallDeps, id: string): ConnectError {
   if (err === CALLER_GONE) return canceled();
@@ -235,8 +239,7 @@ async function pump(
             if (delivered.tokens === 0) throw capped;
             const charge = Math.min(reserved, costUsdMicros(model, promptTokens, delivered.tokens));
             const outcome = await settleResolved(deps.store, { ...hold, chargeUsdMicros: charge }, options, deps.calls.track);
-            if (outcome === "settled") handoff.fail(sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(deps.now()) }));
-            else handoff.fail(outcome === "released" ? sluiceError("service_unavailable", { retryAfterMs: UNAVAILABLE_RETRY_MS }) : billingUnknownError(id));
+            handoff.fail(outcome === "settled" ? capped : unsettled(outcome, id));
             return;
           }
           reserved += more;
@@ -269,7 +272,7 @@ async function pump(
         },
       }, options, deps.calls.track);
       if (outcome !== "settled") {
-        handoff.fail(outcome === "released" ? sluiceError("service_unavailable", { retryAfterMs: UNAVAILABLE_RETRY_MS }) : billingUnknownError(id));
+        handoff.fail(unsettled(outcome, id));
         return;
       }
       await deliverEnd(handoff, event, prompt, completion);

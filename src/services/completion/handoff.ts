@@ -46,34 +46,40 @@ export interface HandoffOptions<T> {
 
 type Waiter<T> = { resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void };
 
+/**
+ * One wait of the producer on the reader (for room, or for the buffer to empty): it ends when
+ * `settle` is called, or fails with `ReaderStuckError` once the reader has taken nothing for
+ * `timeoutMs` (`progress` restarts that clock).
+ */
+function createReaderWait(timeoutMs: number) {
+  let pending: { resolve: () => void; reject: (e: unknown) => void; timer: NodeJS.Timeout } | undefined;
+  const settle = (error?: unknown) => {
+    const p = pending;
+    if (!p) return;
+    pending = undefined;
+    clearTimeout(p.timer);
+    if (error === undefined) p.resolve();
+    else p.reject(error);
+  };
+  return {
+    wait: () => new Promise<void>((resolve, reject) => {
+      pending = { resolve, reject, timer: setTimeout(() => settle(new ReaderStuckError("the reader took nothing within the write timeout")), timeoutMs) };
+    }),
+    settle,
+    progress: () => void pending?.timer.refresh(),
+  };
+}
+
 /** Builds a hand-off; see `Handoff`. */
 export function createHandoff<T>(options: HandoffOptions<T>): Handoff<T> {
   const buffer: T[] = [];
   let end: { error: unknown } | "closed" | undefined;
   let cutReason: { reason: unknown } | undefined;
   let reader: Waiter<T> | undefined;
-  let space: { resolve: () => void; reject: (e: unknown) => void; timer: NodeJS.Timeout } | undefined;
   let readerGone = false;
-  let empty: { resolve: () => void; reject: (e: unknown) => void; timer: NodeJS.Timeout } | undefined;
-
-  const stuck = () => settleEmpty(new ReaderStuckError("the reader took nothing within the write timeout"));
-  const settleEmpty = (error?: unknown) => {
-    const e = empty;
-    if (!e) return;
-    empty = undefined;
-    clearTimeout(e.timer);
-    if (error === undefined) e.resolve();
-    else e.reject(error);
-  };
-
-  const settleSpace = (error?: unknown) => {
-    const s = space;
-    if (!s) return;
-    space = undefined;
-    clearTimeout(s.timer);
-    if (error === undefined) s.resolve();
-    else s.reject(error);
-  };
+  /** The producer waiting for room in the buffer, and for the buffer to empty. */
+  const space = createReaderWait(options.writeTimeoutMs);
+  const empty = createReaderWait(options.writeTimeoutMs);
 
   /** Gives the waiting reader what it is owed: a value, the end, or the error. */
   const serve = () => {
@@ -84,9 +90,9 @@ export function createHandoff<T>(options: HandoffOptions<T>): Handoff<T> {
       const value = buffer.shift() as T;
       options.onTake?.(value);
       r.resolve({ value, done: false });
-      settleSpace();
-      if (empty && buffer.length === 0) settleEmpty();
-      else if (empty) empty.timer.refresh();
+      space.settle();
+      if (buffer.length === 0) empty.settle();
+      else empty.progress();
       return;
     }
     if (end === "closed") {
@@ -130,17 +136,12 @@ export function createHandoff<T>(options: HandoffOptions<T>): Handoff<T> {
       buffer.push(value);
       serve();
       if (buffer.length <= options.capacity) return Promise.resolve();
-      return new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => settleSpace(new ReaderStuckError("the reader took nothing within the write timeout")), options.writeTimeoutMs);
-        space = { resolve, reject, timer };
-      });
+      return space.wait();
     },
     whenEmpty() {
       if (cutReason) return Promise.reject(cutReason.reason);
       if (buffer.length === 0) return Promise.resolve();
-      return new Promise<void>((resolve, reject) => {
-        empty = { resolve, reject, timer: setTimeout(stuck, options.writeTimeoutMs) };
-      });
+      return empty.wait();
     },
     close() {
       end ??= "closed";
@@ -154,8 +155,8 @@ export function createHandoff<T>(options: HandoffOptions<T>): Handoff<T> {
       if (cutReason) return;
       cutReason = { reason };
       buffer.length = 0;
-      settleSpace(reason);
-      settleEmpty(reason);
+      space.settle(reason);
+      empty.settle(reason);
       serve();
     },
     reader: it,
