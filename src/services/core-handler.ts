@@ -8,7 +8,7 @@ import type { Logger } from "../logger.ts";
 import { sluiceError } from "../errors/catalogue.ts";
 import type { ApiKeyRecord, RateDecision } from "../store/store.ts";
 import { requestIdFrom } from "../protocol/request-id.ts";
-import { pendingKeyCheck, rateLimitHeaders } from "./auth/index.ts";
+import { keyCheck, rateLimitHeaders } from "./auth/index.ts";
 import { reasonOfRefusal, refusalOf } from "./protocol-errors.ts";
 
 /** What the core's request handler serves, and how it checks a key from the headers alone. */
@@ -126,7 +126,7 @@ export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMe
       void serve(uReq);
       return;
     }
-    contextValues.set(pendingKeyCheck, check);
+    contextValues.set(keyCheck, { authorization: typeof authorization === "string" ? authorization : null, key: check });
     check.then(
       () => serve(uReq),
       (err: unknown) => {

@@ -15,10 +15,13 @@ export interface Principal {
 export const principalKey = createContextKey<Principal | undefined>(undefined, { description: "sluice principal" });
 
 /**
- * A key check started from the request headers before the body is read (see
- * `createCoreHandler`); the caller interceptor awaits it instead of checking again.
+ * A key check already started or done for a call, with the `Authorization` header it checked,
+ * so the caller interceptor awaits it instead of looking the key up again: the core's handler
+ * starts one from the headers before it reads a body (`createCoreHandler`), and in one process
+ * the edge's `CheckApiKey` leaves one for the chat call that follows. Only server-side code can
+ * set context values: over the wire they are made afresh for each call.
  */
-export const pendingKeyCheck = createContextKey<Promise<ApiKeyRecord> | undefined>(undefined, { description: "sluice key check" });
+export const keyCheck = createContextKey<{ authorization: string | null; key: Promise<ApiKeyRecord> } | undefined>(undefined, { description: "sluice key check" });
 
 /**
  * Checks the API key of an `Authorization` header: 401 `missing_bearer_token` without a
@@ -34,13 +37,6 @@ export async function checkApiKey(store: Store, authorization: string | null | u
   if (!key || key.revoked || !hashesEqual(key.hash, hash)) throw sluiceError("invalid_api_key");
   return key;
 }
-
-/**
- * The key an earlier call of the same in-process request checked (the edge's `CheckApiKey`
- * before its chat call), so the chat call does not look it up again. Only the edge, in the
- * core's process, can hand context values to a call: over the wire they are made afresh.
- */
-const checkedKey = createContextKey<{ authorization: string | null; key: ApiKeyRecord } | undefined>(undefined, { description: "sluice checked key" });
 
 /** Reads the principal or fails: a keyed handler reached without one is a wiring bug. */
 export function requirePrincipal(values: ContextValues): Principal {
@@ -87,11 +83,10 @@ export function createCallerAuthInterceptor(deps: CallerAuthDeps): Interceptor {
   return (next) => async (req) => {
     if (!deps.services.has(req.service.typeName)) return next(req);
     const authorization = req.header.get("authorization");
-    const checked = req.contextValues.get(checkedKey);
-    const key = checked !== undefined && checked.authorization === authorization
-      ? checked.key
-      : await (req.contextValues.get(pendingKeyCheck) ?? checkApiKey(deps.store, authorization));
-    req.contextValues.set(checkedKey, { authorization, key });
+    const known = req.contextValues.get(keyCheck);
+    const check = known !== undefined && known.authorization === authorization ? known.key : checkApiKey(deps.store, authorization);
+    const key = await check;
+    req.contextValues.set(keyCheck, { authorization, key: check });
 
     let headers: Record<string, string> | undefined;
     if (!deps.unchargedHere.has(`${req.service.typeName}/${req.method.name}`)) {
