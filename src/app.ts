@@ -172,8 +172,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     // A request message is at most the 32 MiB body limit plus framing; Connect buffers no more,
     // and reads nothing of a keyed call's body before its key has been checked.
     const h2c = createLimitedH2cServer(createCoreHandler({
-      routes: core.routes, interceptors: core.interceptors, readMaxBytes: MAX_CORE_MESSAGE_BYTES,
-      keyed: core.keyed, checkKey: core.checkKey, chargeRateLimit: core.chargeRateLimit, logger: options.logger,
+      ...core, readMaxBytes: MAX_CORE_MESSAGE_BYTES, logger: options.logger,
     }), limits);
     const sessions = trackSessions(h2c);
     coreUrl = await listen(h2c, config.GRPC_PORT, host);

@@ -1,3 +1,5 @@
+import { createTickBatcher, type TickBatcher } from "./tick-batcher.ts";
+
 /**
  * JSON-lines logger on stderr. Tiny on purpose: one line per event, with fields that log
  * pipelines can index, and never a secret (callers pass ids, not keys).
@@ -16,43 +18,21 @@ const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 4
 /** Bytes a batch holds before it is written at once, so a burst never buffers without bound. */
 const BATCH_BYTES = 64 * 1024;
 
+let stderrWriter: TickBatcher | undefined;
 /**
- * A destination that batches the lines of one turn of the event loop into one write. stderr
- * on a file or a pipe is written synchronously, one syscall per line: on the hot path that
- * was one or two syscalls per RPC. Batched, the lines of every call finished in a tick cost
- * one write, after the tick's work; what is left is written synchronously at process exit,
- * so no line is lost on `process.exit`.
+ * The process's one stderr destination, made on first use. stderr on a file or a pipe is
+ * written synchronously, one syscall per line: on the hot path that was one or two per RPC.
+ * Batched per tick, the lines of every call finished in a tick cost one write; what is left
+ * is written synchronously at process exit, so no line is lost on `process.exit`.
  */
-export function createBatchedWriter(write: (text: string) => void): { write: (line: string) => void; flush: () => void } {
-  let pending: string[] = [];
-  let bytes = 0;
-  let scheduled = false;
-  const flush = () => {
-    scheduled = false;
-    if (pending.length === 0) return;
-    const text = pending.join("");
-    pending = [];
-    bytes = 0;
-    write(text);
-  };
-  process.once("exit", flush);
-  return {
-    write(line) {
-      pending.push(line);
-      bytes += line.length;
-      if (bytes >= BATCH_BYTES) return flush();
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(flush);
-      }
-    },
-    flush,
-  };
-}
-
-let stderrWriter: ReturnType<typeof createBatchedWriter> | undefined;
-/** The process's one batched stderr destination, made on first use. */
-const stderr = (line: string) => (stderrWriter ??= createBatchedWriter((t) => process.stderr.write(t))).write(line);
+const stderr = (line: string) => {
+  if (!stderrWriter) {
+    const writer = createTickBatcher((t) => process.stderr.write(t), BATCH_BYTES);
+    process.once("exit", writer.flush);
+    stderrWriter = writer;
+  }
+  stderrWriter.push(line);
+};
 
 /**
  * Writes the lines logged so far now. Called before the start line goes to stdout, so that a

@@ -1,4 +1,5 @@
 import type { ServerResponse } from "node:http";
+import { createTickBatcher } from "../tick-batcher.ts";
 
 const EVENT_NAME = /^[A-Za-z][A-Za-z0-9_-]*$/;
 
@@ -25,7 +26,7 @@ export interface SseWriter {
   close(): void;
 }
 
-/** The most a batch holds before it is written at once (node's default stream high-water mark). */
+/** The most a batch holds before it is written at once (node's default stream high-water mark), so backpressure is met. */
 const BATCH_BYTES = 16 * 1024;
 
 /**
@@ -38,10 +39,10 @@ export function createSseWriter(res: ServerResponse, keepAliveMs: number): SseWr
   let full = false;
   let timer: NodeJS.Timeout | undefined;
   let lastWriteMs = 0;
-  let pending: string[] = [];
-  let pendingBytes = 0;
-  let scheduled = false;
   const gone = () => res.writableEnded || res.destroyed;
+  const batch = createTickBatcher((text) => {
+    if (!gone() && !res.write(text)) full = true;
+  }, BATCH_BYTES);
   /** Sends a keep-alive when the stream has been idle for keepAliveMs, checking again later otherwise. */
   const arm = (delayMs: number) => {
     timer = setTimeout(() => {
@@ -50,26 +51,10 @@ export function createSseWriter(res: ServerResponse, keepAliveMs: number): SseWr
       else arm(keepAliveMs - idle);
     }, delayMs);
   };
-  const flush = () => {
-    scheduled = false;
-    if (pending.length === 0 || gone()) return;
-    const text = pending.length === 1 ? (pending[0] ?? "") : pending.join("");
-    pending = [];
-    pendingBytes = 0;
-    if (!res.write(text)) full = true;
-  };
   const write = (frame: string) => {
     if (gone()) return;
-    pending.push(frame);
-    pendingBytes += frame.length;
     lastWriteMs = performance.now();
-    // A batch never grows past a socket buffer's worth: a producer that never yields to the
-    // event loop still meets backpressure.
-    if (pendingBytes >= BATCH_BYTES) return flush();
-    if (!scheduled) {
-      scheduled = true;
-      setImmediate(flush);
-    }
+    batch.push(frame);
   };
   const keepAlive = () => {
     write(": keep-alive\n\n");
@@ -126,7 +111,7 @@ export function createSseWriter(res: ServerResponse, keepAliveMs: number): SseWr
     },
     close() {
       clearTimeout(timer);
-      flush();
+      batch.flush();
       if (!res.writableEnded) res.end();
     },
   };

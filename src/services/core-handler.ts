@@ -1,32 +1,27 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createConnectRouter, createContextValues } from "@connectrpc/connect";
 import type { UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { Logger } from "../logger.ts";
 import { sluiceError } from "../errors/catalogue.ts";
-import type { ApiKeyRecord, RateDecision } from "../store/store.ts";
 import { requestIdFrom } from "../protocol/request-id.ts";
 import { keyCheck, rateLimitHeaders } from "./auth/index.ts";
+import type { Core } from "./routes.ts";
 import { reasonOfRefusal, refusalOf } from "./protocol-errors.ts";
 
-/** What the core's request handler serves, and how it checks a key from the headers alone. */
-export interface CoreHandlerOptions {
-  routes: (router: ConnectRouter) => void;
-  interceptors: Interceptor[];
+/**
+ * What the core's request handler serves (the core's routes and interceptors), how it checks a
+ * key from the headers alone, and how it charges the rate limit of a call refused before its
+ * handler ran (a body that does not decode), so that the caller sees DESIGN's order: 429
+ * before 400.
+ */
+export type CoreHandlerOptions = Pick<Core, "routes" | "interceptors" | "keyed" | "checkKey" | "chargeRateLimit"> & {
   /** The largest request message read: SPEC's body limit plus framing. */
   readMaxBytes: number;
-  /** Services (`type.Name`) whose calls need an API key. */
-  keyed: ReadonlySet<string>;
-  checkKey: (authorization: string | undefined) => Promise<ApiKeyRecord>;
-  /**
-   * Charges a key's rate limit for a call refused before its handler ran (a body that does not
-   * decode), so that the caller sees DESIGN's order: 429 before 400.
-   */
-  chargeRateLimit: (key: ApiKeyRecord) => Promise<RateDecision>;
   logger: Logger;
-}
+};
 
 /** A request body that fails with `error` at the first read, having read nothing. */
 async function* refusedBody(error: unknown): AsyncIterable<Uint8Array> {

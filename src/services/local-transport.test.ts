@@ -43,7 +43,7 @@ const core = createCore({
   now: Date.now, reservationTtlMs: 60_000, adminToken: ADMIN_TOKEN,
 });
 const server = createServer(createCoreHandler({
-  routes: core.routes, interceptors: core.interceptors, readMaxBytes: 1 << 20, keyed: core.keyed, checkKey: core.checkKey, chargeRateLimit: core.chargeRateLimit, logger: silentLogger,
+  ...core, readMaxBytes: 1 << 20, logger: silentLogger,
 }));
 let paths: Array<[string, Transport]> = [];
 let key = "";

@@ -2,13 +2,15 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ConnectError } from "@connectrpc/connect";
 import { isBillingUnknown, sluiceError } from "../../errors/catalogue.ts";
 import { bodyTooLarge, httpErrorFor } from "../../errors/http.ts";
+import { MAX_BODY_DEPTH, nestsWithin } from "../../protocol/json-depth.ts";
 import { declaredTooLarge, readBodyWithin } from "../body.ts";
 import { coreCall, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "../context.ts";
 import { writeCoreError, writeError, writeJson } from "../respond.ts";
 import { finishOf, streamChat, usageJson } from "./stream.ts";
 import { fromWire } from "./wire.ts";
-import { MAX_BODY_DEPTH, nestsWithin } from "../../protocol/json-depth.ts";
 
+/** The abort reason of a caller that left: one shared value, so leaving builds no exception. */
+const CALLER_GONE = Object.freeze(new Error("the caller went away"));
 
 /**
  * Refuses a body the edge could not translate, after charging the rate limit the way the core
@@ -44,9 +46,7 @@ export async function handleChat(req: IncomingMessage, res: ServerResponse, deps
   }
 }
 
-/** The abort reason of a caller that left: one shared value, so leaving builds no exception. */
-const CALLER_GONE = Object.freeze(new Error("the caller went away"));
-
+/** The call itself, with the caller's departure as `signal`. */
 async function chat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: EdgeRequest, base: Record<string, string>, signal: AbortSignal): Promise<void> {
   if (r.authorization === undefined) return writeError(res, httpErrorFor("missing_bearer_token", deps.links), base, true);
   if (declaredTooLarge(req)) return writeError(res, bodyTooLarge(), base, true);

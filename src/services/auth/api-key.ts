@@ -31,7 +31,7 @@ const CHECKSUM_ZEROS = "0".repeat(CHECKSUM_LENGTH);
  * divisions: the same digits as `toBase62(value, CHECKSUM_LENGTH)`, at a fraction of the cost.
  */
 function checksum(random: string): string {
-  // The one-shot `hash` (no Hash object) is what every keyed call pays twice; same digest.
+  // The one-shot `hash` (no Hash object): every keyed call pays for it; same digest.
   const digest = hash("sha256", random, "buffer");
   let v = Number(digest.readBigUInt64BE(0) % CHECKSUM_MODULUS);
   let out = "";
