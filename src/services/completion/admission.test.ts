@@ -4,32 +4,17 @@ import { AdminService } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { CompletionService, FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { createModelRegistry, BUILTIN_MODELS } from "../../engines/models.ts";
 import { createTokenizer } from "../../engines/tokenizer.ts";
-import { sluiceError } from "../../errors/catalogue.ts";
 import { silentLogger } from "../../logger.ts";
 import { createMemoryStore } from "../../store/memory/index.ts";
-import type { Store } from "../../store/store.ts";
 import { expectFailure } from "../../testing/expect-failure.ts";
+import { gatedStore } from "../../testing/gated-store.ts";
 import { createCore } from "../routes.ts";
 
 const ADMIN = { headers: { authorization: "Bearer admin-token-for-tests" } };
 
-/** A store whose admissions run but whose replies are lost, as with a Redis command timeout. */
-function losingAdmitReplies(store: Store, lose: { on: boolean }): Store {
-  return {
-    ...store,
-    async admit(key, now, reserve) {
-      const result = await store.admit(key, now, reserve);
-      if (lose.on) throw sluiceError("service_unavailable", { retryAfterMs: 1000 });
-      return result;
-    },
-  };
-}
-
 describe("admission", () => {
   it("releases the hold an admission may have taken when its reply is lost", async () => {
-    const inner = createMemoryStore();
-    const lose = { on: false };
-    const store = losingAdmitReplies(inner, lose);
+    const store = gatedStore(createMemoryStore());
     const engine = {
       async *generate() {
         yield { type: "delta" as const, text: "ok", tokens: 1 };
@@ -50,13 +35,14 @@ describe("admission", () => {
     const call = { headers: { authorization: `Bearer ${secret}` } };
     const params = { messages: [{ role: "user", content: "hello" }] };
 
-    lose.on = true;
+    store.loseReply("admit");
     await expectFailure(() => completion.createChatCompletion({ params }, call), Code.Unavailable, "service_unavailable");
+    // The release runs in the background, after the caller got its 503: wait for it.
+    expect(await core.calls.drain(5000)).toBe(true);
     const after = await admin.getAccount({ accountId }, ADMIN);
     expect(after.account?.reservedUsdMicros).toBe(0n);
     expect(after.account?.spentUsdMicros).toBe(0n);
 
-    lose.on = false;
     const ok = await completion.createChatCompletion({ params }, call);
     expect(ok.content).toBe("ok");
   });
