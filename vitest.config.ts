@@ -5,9 +5,16 @@ import { defineConfig } from "vitest/config";
  * of their own whatever the project, so running them twice would prove nothing new.
  */
 const ONCE = [
-  "test/architecture.test.ts", "test/readme.test.ts", "test/dev-bootstrap.test.ts",
-  "test/redis-faults.test.ts", "test/multi-process.test.ts", "test/redis-shared-cache.test.ts",
-  "test/support/fake-upstream.test.ts", "test/redis-frozen.test.ts", "test/one-of-each.test.ts", "test/workers.test.ts",
+  "test/architecture.test.ts",
+  "test/readme.test.ts",
+  "test/dev-bootstrap.test.ts",
+  "test/redis-faults.test.ts",
+  "test/multi-process.test.ts",
+  "test/redis-shared-cache.test.ts",
+  "test/support/fake-upstream.test.ts",
+  "test/redis-frozen.test.ts",
+  "test/one-of-each.test.ts",
+  "test/workers.test.ts",
 ];
 
 export default defineConfig({

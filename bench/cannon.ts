@@ -45,40 +45,46 @@ function quantile(sorted: Float64Array, p: number): number {
 export function load(target: Target, connections: number, seconds: number): Promise<LoadFigures> {
   const latencies: number[] = [];
   return new Promise((resolve, reject) => {
-    const instance = autocannon({
-      url: target.url,
-      method: "POST",
-      headers: target.headers,
-      body: target.body,
-      connections,
-      pipelining: 1,
-      duration: seconds,
-      timeout: 10,
-      ...(target.verify !== undefined && { verifyBody: (body: unknown) => target.verify?.(Buffer.isBuffer(body) ? body.toString("utf8") : String(body)) === true }),
-    }, (err, result) => {
-      if (err !== null && err !== undefined) {
-        reject(err instanceof Error ? err : new Error(String(err)));
-        return;
-      }
-      const sorted = Float64Array.from(latencies).sort();
-      const elapsed = result.duration > 0 ? result.duration : seconds;
-      const statusCodes: Record<string, number> = {};
-      for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stat.count ?? 0;
-      const completed = Math.max(0, sorted.length - result.mismatches);
-      resolve({
+    const instance = autocannon(
+      {
+        url: target.url,
+        method: "POST",
+        headers: target.headers,
+        body: target.body,
         connections,
-        seconds: elapsed,
-        completed,
-        rps: completed / elapsed,
-        p50: quantile(sorted, 0.5),
-        p99: quantile(sorted, 0.99),
-        errors: result.errors,
-        timeouts: result.timeouts,
-        non2xx: result.non2xx,
-        badBodies: result.mismatches,
-        statusCodes,
-      });
-    });
+        pipelining: 1,
+        duration: seconds,
+        timeout: 10,
+        ...(target.verify !== undefined && {
+          verifyBody: (body: unknown) =>
+            target.verify?.(Buffer.isBuffer(body) ? body.toString("utf8") : String(body)) === true,
+        }),
+      },
+      (err, result) => {
+        if (err !== null && err !== undefined) {
+          reject(err instanceof Error ? err : new Error(String(err)));
+          return;
+        }
+        const sorted = Float64Array.from(latencies).sort();
+        const elapsed = result.duration > 0 ? result.duration : seconds;
+        const statusCodes: Record<string, number> = {};
+        for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stat.count ?? 0;
+        const completed = Math.max(0, sorted.length - result.mismatches);
+        resolve({
+          connections,
+          seconds: elapsed,
+          completed,
+          rps: completed / elapsed,
+          p50: quantile(sorted, 0.5),
+          p99: quantile(sorted, 0.99),
+          errors: result.errors,
+          timeouts: result.timeouts,
+          non2xx: result.non2xx,
+          badBodies: result.mismatches,
+          statusCodes,
+        });
+      },
+    );
     instance.on("response", (_client, statusCode, _bytes, responseTime) => {
       if (statusCode >= 200 && statusCode < 300) latencies.push(responseTime);
     });

@@ -33,25 +33,68 @@ const pick = <T>(items: readonly T[]): T => {
 };
 
 const SUBJECTS = [
-  "The harbour authority", "Our support team", "The new scheduler", "A junior engineer", "The city council",
-  "The billing service", "Every regional office", "The research group", "A careful reviewer", "The night shift",
-  "The storage cluster", "The marketing department", "An old lighthouse keeper", "The payment gateway",
+  "The harbour authority",
+  "Our support team",
+  "The new scheduler",
+  "A junior engineer",
+  "The city council",
+  "The billing service",
+  "Every regional office",
+  "The research group",
+  "A careful reviewer",
+  "The night shift",
+  "The storage cluster",
+  "The marketing department",
+  "An old lighthouse keeper",
+  "The payment gateway",
 ];
 const VERBS = [
-  "reviewed", "postponed", "measured", "rebuilt", "questioned", "documented", "migrated", "celebrated",
-  "monitored", "simplified", "audited", "replaced", "described", "tested",
+  "reviewed",
+  "postponed",
+  "measured",
+  "rebuilt",
+  "questioned",
+  "documented",
+  "migrated",
+  "celebrated",
+  "monitored",
+  "simplified",
+  "audited",
+  "replaced",
+  "described",
+  "tested",
 ];
 const OBJECTS = [
-  "the quarterly budget", "the cache invalidation rules", "the ferry timetable", "the tomato harvest",
-  "the database replicas", "the onboarding checklist", "the rainfall records", "the retry policy",
-  "the museum archive", "the invoice templates", "the solar panels", "the rate limiter", "the tide tables",
-  "the coffee machine", "the incident report", "the bridge inspection",
+  "the quarterly budget",
+  "the cache invalidation rules",
+  "the ferry timetable",
+  "the tomato harvest",
+  "the database replicas",
+  "the onboarding checklist",
+  "the rainfall records",
+  "the retry policy",
+  "the museum archive",
+  "the invoice templates",
+  "the solar panels",
+  "the rate limiter",
+  "the tide tables",
+  "the coffee machine",
+  "the incident report",
+  "the bridge inspection",
 ];
 const TAILS = [
-  "before the winter storms arrived", "after a long discussion on Tuesday", "with surprising results",
-  "because the customers kept asking", "although nobody had asked for it", "in less than a week",
-  "while the rest of the team was travelling", "to everyone's relief", "despite the noisy neighbours",
-  "as the auditors had recommended", "for the third time this year", "using only spreadsheets",
+  "before the winter storms arrived",
+  "after a long discussion on Tuesday",
+  "with surprising results",
+  "because the customers kept asking",
+  "although nobody had asked for it",
+  "in less than a week",
+  "while the rest of the team was travelling",
+  "to everyone's relief",
+  "despite the noisy neighbours",
+  "as the auditors had recommended",
+  "for the third time this year",
+  "using only spreadsheets",
 ];
 
 function sentence(): string {
@@ -146,8 +189,12 @@ async function main(): Promise<void> {
 
   if (JSON_OUTPUT) {
     const keys = ["scenario", "inputTokens", "outputTokens", "finish", "medianMs", "p95Ms", "maxMs"] as const;
-    const json = rows.map((row) => Object.fromEntries(keys.map((k, i) => [k, i === 0 || i === 3 ? row[i] : Number(row[i])])));
-    process.stdout.write(`${JSON.stringify({ iterations: ITERATIONS, warmup: WARMUP, messages: MESSAGES + 1, rows: json })}\n`);
+    const json = rows.map((row) =>
+      Object.fromEntries(keys.map((k, i) => [k, i === 0 || i === 3 ? row[i] : Number(row[i])])),
+    );
+    process.stdout.write(
+      `${JSON.stringify({ iterations: ITERATIONS, warmup: WARMUP, messages: MESSAGES + 1, rows: json })}\n`,
+    );
     return;
   }
   const header = ["scenario", "input tok", "output tok", "finish", "median ms", "p95 ms", "max ms"];

@@ -30,9 +30,17 @@ export const CONTENT_CHUNKS = 16;
 const PROMPT_TOKENS = 24;
 
 const WORDS = Array.from({ length: CONTENT_CHUNKS }, (_, i) => (i === 0 ? "token0" : ` token${i}`));
-const usage = { prompt_tokens: PROMPT_TOKENS, completion_tokens: CONTENT_CHUNKS, total_tokens: PROMPT_TOKENS + CONTENT_CHUNKS };
+const usage = {
+  prompt_tokens: PROMPT_TOKENS,
+  completion_tokens: CONTENT_CHUNKS,
+  total_tokens: PROMPT_TOKENS + CONTENT_CHUNKS,
+};
 
-interface ChatBody { model?: unknown; stream?: unknown; stream_options?: { include_usage?: unknown } | null }
+interface ChatBody {
+  model?: unknown;
+  stream?: unknown;
+  stream_options?: { include_usage?: unknown } | null;
+}
 
 let nextId = 0;
 
@@ -51,10 +59,18 @@ function sendJson(res: ServerResponse, status: number, body: string): void {
 }
 
 const write = (res: ServerResponse, data: string): Promise<void> =>
-  new Promise((resolve) => { if (res.destroyed) resolve(); else res.write(data, () => resolve()); });
+  new Promise((resolve) => {
+    if (res.destroyed) resolve();
+    else res.write(data, () => resolve());
+  });
 
 async function stream(res: ServerResponse, model: string, includeUsage: boolean, hold: boolean): Promise<void> {
-  const head = { id: `chatcmpl-bench${++nextId}`, object: "chat.completion.chunk", created: Math.floor(Date.now() / 1000), model };
+  const head = {
+    id: `chatcmpl-bench${++nextId}`,
+    object: "chat.completion.chunk",
+    created: Math.floor(Date.now() / 1000),
+    model,
+  };
   const frame = (delta: Record<string, string>, finish: string | null) =>
     `data: ${JSON.stringify({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
@@ -78,23 +94,46 @@ async function handle(req: IncomingMessage, res: ServerResponse, hold: boolean):
     // Any other path drains the body without keeping it, then answers 404: a sink that costs
     // only the wire (the refusal bench times a 33 MiB upload against it).
     req.resume();
-    await new Promise<void>((resolve) => { req.once("end", resolve); req.once("error", () => resolve()); });
-    return sendJson(res, 404, JSON.stringify({ error: { message: "not found", type: "invalid_request_error", param: null, code: "not_found" } }));
+    await new Promise<void>((resolve) => {
+      req.once("end", resolve);
+      req.once("error", () => resolve());
+    });
+    return sendJson(
+      res,
+      404,
+      JSON.stringify({
+        error: { message: "not found", type: "invalid_request_error", param: null, code: "not_found" },
+      }),
+    );
   }
   const raw = await readBody(req);
   let body: ChatBody;
   try {
     body = JSON.parse(raw) as ChatBody;
   } catch {
-    return sendJson(res, 400, JSON.stringify({ error: { message: "invalid JSON", type: "invalid_request_error", param: null, code: "invalid_json" } }));
+    return sendJson(
+      res,
+      400,
+      JSON.stringify({
+        error: { message: "invalid JSON", type: "invalid_request_error", param: null, code: "invalid_json" },
+      }),
+    );
   }
   const model = typeof body.model === "string" ? body.model : "bench-upstream";
   if (body.stream === true) return stream(res, model, body.stream_options?.include_usage === true, hold);
   const message = { role: "assistant", content: WORDS.join("") };
-  sendJson(res, 200, JSON.stringify({
-    id: `chatcmpl-bench${++nextId}`, object: "chat.completion", created: Math.floor(Date.now() / 1000), model,
-    choices: [{ index: 0, message, logprobs: null, finish_reason: "stop" }], usage,
-  }));
+  sendJson(
+    res,
+    200,
+    JSON.stringify({
+      id: `chatcmpl-bench${++nextId}`,
+      object: "chat.completion",
+      created: Math.floor(Date.now() / 1000),
+      model,
+      choices: [{ index: 0, message, logprobs: null, finish_reason: "stop" }],
+      usage,
+    }),
+  );
 }
 
 const hold = process.argv.includes("--hold");

@@ -13,9 +13,20 @@ import { pipeline } from "node:stream/promises";
 import { Pool } from "undici";
 
 /** Hop-by-hop headers (RFC 9110 section 7.6.1) a proxy must not forward. */
-const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "host"]);
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "te",
+  "trailer",
+  "upgrade",
+  "host",
+]);
 
-function forwardable(headers: IncomingMessage["headers"] | Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+function forwardable(
+  headers: IncomingMessage["headers"] | Record<string, string | string[] | undefined>,
+): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(headers)) {
     if (value !== undefined && !HOP_BY_HOP.has(name.toLowerCase())) out[name] = value;
@@ -27,7 +38,10 @@ function forwardable(headers: IncomingMessage["headers"] | Record<string, string
  * Starts the floor proxy on 127.0.0.1 in front of `upstreamOrigin` and resolves with its URL.
  * Exported so a test or another bench can run it in-process; the suite runs it as a process.
  */
-export async function startFloorProxy(upstreamOrigin: string, port = 0): Promise<{ url: string; close(): Promise<void> }> {
+export async function startFloorProxy(
+  upstreamOrigin: string,
+  port = 0,
+): Promise<{ url: string; close(): Promise<void> }> {
   // The same pool settings as Sluice's `openai` engine, so the floor differs only by rules.
   const pool = new Pool(upstreamOrigin, { connections: 128, keepAliveTimeout: 30_000 });
   const proxy = async (req: IncomingMessage, res: ServerResponse) => {

@@ -15,17 +15,19 @@ export async function measure(call: () => Promise<void>, seconds: number, concur
   const latencies: number[] = [];
   let errors = 0;
   const end = performance.now() + seconds * 1000;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < end) {
-      const t = performance.now();
-      try {
-        await call();
-        latencies.push(performance.now() - t);
-      } catch {
-        errors += 1;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        try {
+          await call();
+          latencies.push(performance.now() - t);
+        } catch {
+          errors += 1;
+        }
       }
-    }
-  }));
+    }),
+  );
   latencies.sort((a, b) => a - b);
   const q = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? Number.NaN;
   return { calls: latencies.length, rps: latencies.length / seconds, p50: q(0.5), p99: q(0.99), errors };

@@ -106,7 +106,12 @@ export interface Child {
  * Spawns a child whose stdout is read line by line (and then drained, so it never blocks)
  * and whose stderr goes where `stderr` says: "inherit", "ignore" or an open file descriptor.
  */
-export function startChild(name: string, args: string[], env: NodeJS.ProcessEnv, stderr: "inherit" | "ignore" | number = "inherit"): Child {
+export function startChild(
+  name: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  stderr: "inherit" | "ignore" | number = "inherit",
+): Child {
   const stdio: StdioOptions = ["pipe", "pipe", stderr];
   const proc = spawn(process.execPath, args, { env, stdio });
   if (proc.pid === undefined) throw new Error(`${name}: could not be started`);
@@ -122,7 +127,9 @@ export function startChild(name: string, args: string[], env: NodeJS.ProcessEnv,
     for (const wake of waiters) wake();
   });
   const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
-  proc.once("exit", () => { for (const wake of waiters) wake(); });
+  proc.once("exit", () => {
+    for (const wake of waiters) wake();
+  });
   const gone = () => proc.exitCode !== null || proc.signalCode !== null;
 
   return {
@@ -131,7 +138,10 @@ export function startChild(name: string, args: string[], env: NodeJS.ProcessEnv,
     lines: () => lines,
     line(match, timeoutMs = 30_000) {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => { waiters.delete(check); reject(new Error(`${name}: no expected output within ${timeoutMs} ms`)); }, timeoutMs);
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`${name}: no expected output within ${timeoutMs} ms`));
+        }, timeoutMs);
         const check = () => {
           const found = lines.find(match);
           if (found !== undefined || gone()) {
@@ -150,11 +160,25 @@ export function startChild(name: string, args: string[], env: NodeJS.ProcessEnv,
       const tree = processTree(pid);
       proc.stdin?.end();
       proc.kill("SIGTERM");
-      const timer = setTimeout(() => { for (const p of [...tree].reverse()) { try { process.kill(p, "SIGKILL"); } catch { /* gone */ } } }, graceMs);
+      const timer = setTimeout(() => {
+        for (const p of [...tree].reverse()) {
+          try {
+            process.kill(p, "SIGKILL");
+          } catch {
+            /* gone */
+          }
+        }
+      }, graceMs);
       await exited;
       clearTimeout(timer);
       // Workers that outlived their parent.
-      for (const p of tree.slice(1)) { try { process.kill(p, "SIGKILL"); } catch { /* gone */ } }
+      for (const p of tree.slice(1)) {
+        try {
+          process.kill(p, "SIGKILL");
+        } catch {
+          /* gone */
+        }
+      }
     },
   };
 }

@@ -33,7 +33,10 @@ export interface RefusalResult {
   chunkedToUpstream: RefusalFigures | null;
 }
 
-interface Outcome { ms: number; outcome: string }
+interface Outcome {
+  ms: number;
+  outcome: string;
+}
 
 function once(url: string, authorization: string, declared: boolean): Promise<Outcome> {
   return new Promise((resolve) => {
@@ -96,12 +99,18 @@ async function series(url: string, authorization: string, declared: boolean, run
  * fault), and the same chunked upload drained by the fake upstream at `upstreamUrl` (".../v1") as the
  * wire's own cost.
  */
-export async function measureRefusal(edgeUrl: string, authorization: string, runs: { declared: number; chunked: number }, upstreamUrl?: string): Promise<RefusalResult> {
+export async function measureRefusal(
+  edgeUrl: string,
+  authorization: string,
+  runs: { declared: number; chunked: number },
+  upstreamUrl?: string,
+): Promise<RefusalResult> {
   const url = `${edgeUrl}/v1/chat/completions`;
   await series(url, authorization, true, 2); // warm-up
   const declared = await series(url, authorization, true, runs.declared);
   await series(url, authorization, false, 1); // warm-up
   const chunked = await series(url, authorization, false, runs.chunked);
-  const chunkedToUpstream = upstreamUrl === undefined ? null : await series(`${upstreamUrl}/sink`, "Bearer bench", false, runs.chunked);
+  const chunkedToUpstream =
+    upstreamUrl === undefined ? null : await series(`${upstreamUrl}/sink`, "Bearer bench", false, runs.chunked);
   return { declared, chunked, chunkedToUpstream };
 }

@@ -53,7 +53,9 @@ const options = {
   command: ["npm run bench", ...(process.argv.length > 2 ? ["--", ...process.argv.slice(2)] : [])].join(" "),
 };
 
-progress(`Sluice benchmark suite: ${options.seconds} s windows after ${options.warmupSeconds} s warm-ups, c = ${options.connections.join(" and ")}, ${options.streams} open streams`);
+progress(
+  `Sluice benchmark suite: ${options.seconds} s windows after ${options.warmupSeconds} s warm-ups, c = ${options.connections.join(" and ")}, ${options.streams} open streams`,
+);
 const results = await runSuite(options);
 const markdown = renderMarkdown(results);
 mkdirSync(values.out, { recursive: true });
@@ -62,5 +64,6 @@ writeFileSync(`${base}.json`, `${JSON.stringify(results, null, 2)}\n`);
 writeFileSync(`${base}.md`, markdown);
 process.stdout.write(markdown);
 progress(`wrote ${base}.json and ${base}.md`);
-for (const t of results.targets) progress(`${t.pass === null ? "n/a " : t.pass ? "PASS" : "MISS"} ${t.target}: ${t.measured} (limit ${t.limit})`);
+for (const t of results.targets)
+  progress(`${t.pass === null ? "n/a " : t.pass ? "PASS" : "MISS"} ${t.target}: ${t.measured} (limit ${t.limit})`);
 process.exit(results.scenarios.some((s) => s.error !== undefined) ? 1 : 0);

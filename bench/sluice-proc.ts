@@ -95,8 +95,14 @@ export async function startSluice(options: SluiceOptions): Promise<SluiceProc> {
     await waitReady(edgeUrl, 20_000);
     const admin = createClient(AdminService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${ports.GRPC_PORT}` }));
     const headers = { authorization: `Bearer ${ADMIN}` };
-    const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: 10n ** 15n }, { headers });
-    const { secret } = await admin.createApiKey({ accountId: account?.id ?? "", rateLimitRps: 1_000_000, burst: 1_000_000 }, { headers });
+    const { account } = await admin.createAccount(
+      { onboardingComplete: true, spendCapUsdMicros: 10n ** 15n },
+      { headers },
+    );
+    const { secret } = await admin.createApiKey(
+      { accountId: account?.id ?? "", rateLimitRps: 1_000_000, burst: 1_000_000 },
+      { headers },
+    );
     // Workers may be forked after the start line: with N wanted, a cluster primary makes N + 1
     // processes; look for them for up to 2 s (one process means the variable was not honoured).
     let processes = processTree(child.pid).length;
@@ -104,7 +110,10 @@ export async function startSluice(options: SluiceOptions): Promise<SluiceProc> {
       await sleep(200);
       processes = processTree(child.pid).length;
     }
-    const workerLogLines = readFileSync(logFile, "utf8").split("\n").filter((l) => /worker/i.test(l)).slice(0, 5);
+    const workerLogLines = readFileSync(logFile, "utf8")
+      .split("\n")
+      .filter((l) => /worker/i.test(l))
+      .slice(0, 5);
     const metricsUrl = `http://127.0.0.1:${ports.METRICS_PORT}/metrics`;
     return {
       edgeUrl,
@@ -114,7 +123,13 @@ export async function startSluice(options: SluiceOptions): Promise<SluiceProc> {
       processes,
       workerLogLines,
       logFile,
-      logBytes: () => { try { return statSync(logFile).size; } catch { return 0; } },
+      logBytes: () => {
+        try {
+          return statSync(logFile).size;
+        } catch {
+          return 0;
+        }
+      },
       rssKiB: () => treeRssKiB(child.pid),
       redisCommands: async () => {
         if (processes > 1) return Number.NaN;
@@ -130,7 +145,11 @@ export async function startSluice(options: SluiceOptions): Promise<SluiceProc> {
   } catch (err) {
     await child.close(2_000);
     let tail = "";
-    try { tail = readFileSync(logFile, "utf8").slice(-2_000); } catch { /* no log */ }
+    try {
+      tail = readFileSync(logFile, "utf8").slice(-2_000);
+    } catch {
+      /* no log */
+    }
     throw new Error(`${err instanceof Error ? err.message : String(err)}\nSluice log tail:\n${tail}`);
   }
 }

@@ -42,12 +42,17 @@ function openOne(): Promise<boolean> {
       headers: { authorization: auth, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
       timeout: timeoutMs,
     });
-    req.once("timeout", () => { req.destroy(); done(false, "timeout before the first frame"); });
+    req.once("timeout", () => {
+      req.destroy();
+      done(false, "timeout before the first frame");
+    });
     req.once("error", (err) => done(false, err.message));
     req.once("response", (res) => {
       if (res.statusCode !== 200) {
         let text = "";
-        res.on("data", (d: Buffer) => { if (text.length < 300) text += d.toString(); });
+        res.on("data", (d: Buffer) => {
+          if (text.length < 300) text += d.toString();
+        });
         res.once("end", () => done(false, `status ${res.statusCode}: ${text.slice(0, 300)}`));
         return;
       }
@@ -55,7 +60,9 @@ function openOne(): Promise<boolean> {
         if (!settled && d.includes("data:")) {
           req.setTimeout(0);
           held.push(res);
-          res.once("close", () => { closedLater += 1; });
+          res.once("close", () => {
+            closedLater += 1;
+          });
           done(true);
         }
       });
@@ -85,7 +92,10 @@ report({ done: true, open, failed, firstError: firstError ?? null, seconds: (per
 
 let reported = 0;
 const watch = setInterval(() => {
-  if (closedLater !== reported) report({ closedLater: (reported = closedLater) });
+  if (closedLater !== reported) {
+    reported = closedLater;
+    report({ closedLater });
+  }
 }, 500);
 process.stdin.resume();
 process.stdin.on("end", () => {

@@ -8,7 +8,14 @@ import { startApp } from "../src/app.ts";
 import { loadConfig } from "../src/config/index.ts";
 import { silentLogger } from "../src/logger.ts";
 import type { Family } from "../test/fuzz/case-arbitraries.ts";
-import { checkAlive, fuzzProperty, installProcessGuard, newStats, prepareTarget, type FuzzStats } from "../test/fuzz/runner.ts";
+import {
+  checkAlive,
+  fuzzProperty,
+  installProcessGuard,
+  newStats,
+  prepareTarget,
+  type FuzzStats,
+} from "../test/fuzz/runner.ts";
 
 /**
  * `npm run fuzz`: issue 7's fuzzer at full size. Starts Sluice in this process (memory store,
@@ -37,13 +44,25 @@ if (!Number.isInteger(runs) || runs < 1 || !Number.isInteger(seed) || !["edge", 
 
 const guard = installProcessGuard();
 const adminToken = randomBytes(24).toString("base64url");
-const app = await startApp(loadConfig({
-  PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1", SLUICE_ADMIN_TOKEN: adminToken, SLUICE_LOG: "silent",
-  SLUICE_SHUTDOWN_GRACE_MS: "0", SLUICE_DEV_BOOTSTRAP: "off", REDIS_URL: process.env.REDIS_URL,
-}), { logger: silentLogger });
+const app = await startApp(
+  loadConfig({
+    PORT: "0",
+    GRPC_PORT: "0",
+    METRICS_PORT: "0",
+    HOST: "127.0.0.1",
+    SLUICE_ADMIN_TOKEN: adminToken,
+    SLUICE_LOG: "silent",
+    SLUICE_SHUTDOWN_GRACE_MS: "0",
+    SLUICE_DEV_BOOTSTRAP: "off",
+    REDIS_URL: process.env.REDIS_URL,
+  }),
+  { logger: silentLogger },
+);
 if (!app.coreUrl) throw new Error("no core");
 const admin = createClient(AdminService, createGrpcTransport({ baseUrl: app.coreUrl }));
-const target = await prepareTarget({ edgeUrl: app.edgeUrl, coreUrl: app.coreUrl }, admin, { authorization: `Bearer ${adminToken}` });
+const target = await prepareTarget({ edgeUrl: app.edgeUrl, coreUrl: app.coreUrl }, admin, {
+  authorization: `Bearer ${adminToken}`,
+});
 
 /** The progress bar: in place on a terminal, a line every 5% otherwise. */
 function progress(stats: FuzzStats, total: number, started: number): () => void {
@@ -75,7 +94,10 @@ console.error(`fuzzing ${family} with ${runs} cases, seed ${seed} (edge ${app.ed
 const stats = newStats();
 const started = Date.now();
 const tick = progress(stats, runs, started);
-await fc.check(fuzzProperty(target, family, guard, stats, { keepGoing: true, aliveEvery: 200, onCase: tick }), { numRuns: runs, seed });
+await fc.check(fuzzProperty(target, family, guard, stats, { keepGoing: true, aliveEvery: 200, onCase: tick }), {
+  numRuns: runs,
+  seed,
+});
 if (process.stderr.isTTY) process.stderr.write("\n");
 let aliveAtEnd = "yes";
 try {
@@ -85,9 +107,12 @@ try {
 }
 const seconds = (Date.now() - started) / 1000;
 
-console.log(`\n${stats.done} cases in ${seconds.toFixed(1)} s (${(stats.done / seconds).toFixed(0)} cases/s), seed ${seed}, ${stats.failures.length} failures; /healthz at the end: ${aliveAtEnd}; process problems: ${guard.problems.length}`);
+console.log(
+  `\n${stats.done} cases in ${seconds.toFixed(1)} s (${(stats.done / seconds).toFixed(0)} cases/s), seed ${seed}, ${stats.failures.length} failures; /healthz at the end: ${aliveAtEnd}; process problems: ${guard.problems.length}`,
+);
 console.log("\ncases by kind (count, mean ms)");
-for (const [k, n] of [...stats.byKind].sort((a, b) => b[1] - a[1])) console.log(`  ${String(n).padStart(7)}  ${((stats.msByKind.get(k) ?? 0) / n).toFixed(1).padStart(7)} ms  ${k}`);
+for (const [k, n] of [...stats.byKind].sort((a, b) => b[1] - a[1]))
+  console.log(`  ${String(n).padStart(7)}  ${((stats.msByKind.get(k) ?? 0) / n).toFixed(1).padStart(7)} ms  ${k}`);
 table("answers", stats.byAnswer);
 
 const groups = new Map<string, { count: number; first: FuzzStats["failures"][number] }>();
@@ -99,7 +124,10 @@ for (const f of stats.failures) {
 }
 if (groups.size > 0) {
   console.log("\nfailures, grouped (count, first case):");
-  for (const [key, g] of groups) console.log(`\n  ${g.count} × ${key}\n    case #${g.first.index}: ${g.first.description.slice(0, 1500)}\n    ${g.first.message.split("\n").join("\n    ")}`);
+  for (const [key, g] of groups)
+    console.log(
+      `\n  ${g.count} × ${key}\n    case #${g.first.index}: ${g.first.description.slice(0, 1500)}\n    ${g.first.message.split("\n").join("\n    ")}`,
+    );
 }
 for (const p of guard.problems) console.log(`\nprocess problem: ${p}`);
 
@@ -107,8 +135,15 @@ const first = stats.failures[0];
 if (first && !values["no-shrink"]) {
   console.error(`\nshrinking case #${first.index} ...`);
   const replay = newStats();
-  const details = await fc.check(fuzzProperty(target, family, guard, replay, { keepGoing: false, aliveEvery: Number.MAX_SAFE_INTEGER }), { seed, path: String(first.index), numRuns: runs });
-  console.log(details.failed ? `\nshrunk counterexample:\n${fc.defaultReportMessage(details)}\n${String(details.errorInstance)}` : "\nthe first failure did not happen again on replay (timing-dependent)");
+  const details = await fc.check(
+    fuzzProperty(target, family, guard, replay, { keepGoing: false, aliveEvery: Number.MAX_SAFE_INTEGER }),
+    { seed, path: String(first.index), numRuns: runs },
+  );
+  console.log(
+    details.failed
+      ? `\nshrunk counterexample:\n${fc.defaultReportMessage(details)}\n${String(details.errorInstance)}`
+      : "\nthe first failure did not happen again on replay (timing-dependent)",
+  );
 }
 if (stats.failures.length > 0 || guard.problems.length > 0 || aliveAtEnd !== "yes") {
   console.log(`\nFAILED. Reproduce with: npm run fuzz -- --seed ${seed} --runs ${runs} --family ${family}`);

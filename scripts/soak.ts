@@ -42,7 +42,12 @@ process.on("SIGINT", () => {
 process.on("SIGTERM", () => process.exit(143));
 
 /** Reads the ledger, retrying a few times: the cluster has just been through faults. */
-async function settledLedger(admin: Admin, c: Cluster, accounts: Parameters<typeof checkLedger>[2], calls: CallResult[]) {
+async function settledLedger(
+  admin: Admin,
+  c: Cluster,
+  accounts: Parameters<typeof checkLedger>[2],
+  calls: CallResult[],
+) {
   for (let attempt = 1; ; attempt++) {
     try {
       return await checkLedger(admin, c.redisUrl, accounts, calls);
@@ -56,10 +61,15 @@ async function settledLedger(admin: Admin, c: Cluster, accounts: Parameters<type
 
 async function soak(args: SoakArgs): Promise<number> {
   const rng = createRng(args.seed);
-  log(`seed ${args.seed}; ${args.durationMs / 1000} s of traffic, ${args.concurrency} calls in flight; starting Redis, 2 upstreams, 4 Sluice processes`);
+  log(
+    `seed ${args.seed}; ${args.durationMs / 1000} s of traffic, ${args.concurrency} calls in flight; starting Redis, 2 upstreams, 4 Sluice processes`,
+  );
   const c = await startCluster(args.seed);
   cluster = c;
-  const admin = new Admin(c.sluices.map((s) => s.coreUrl), ADMIN_TOKEN);
+  const admin = new Admin(
+    c.sluices.map((s) => s.coreUrl),
+    ADMIN_TOKEN,
+  );
   const accounts = await admin.createAccounts(ACCOUNTS, rng.fork());
   log(`cluster up in ${((Date.now() - began) / 1000).toFixed(1)} s (temp dir ${c.dir}); ${accounts.length} accounts`);
 
@@ -69,7 +79,10 @@ async function soak(args: SoakArgs): Promise<number> {
   const injector = new FaultInjector(c, rng.fork(), log);
   const start = Date.now();
   const stopped = () => interrupted || Date.now() - start >= args.durationMs;
-  const progress = setInterval(() => log(progressLine(Date.now() - start, args.durationMs, byOutcome, inFlight.n, injector.injected)), PROGRESS_EVERY_MS);
+  const progress = setInterval(
+    () => log(progressLine(Date.now() - start, args.durationMs, byOutcome, inFlight.n, injector.injected)),
+    PROGRESS_EVERY_MS,
+  );
   let capRaises = 0;
   const topUps = async () => {
     const r = rng.fork();
@@ -78,10 +91,22 @@ async function soak(args: SoakArgs): Promise<number> {
       capRaises += await admin.topUp(accounts, r);
     }
   };
-  const traffic = runTraffic({
-    sluices: c.sluices, grpc: c.sluices.map((s) => completionClient(s.coreUrl)), accounts, down: injector.down, rng: rng.fork(),
-    record: (r) => { calls.push(r); byOutcome.add(r.told); },
-  }, args.concurrency, stopped, inFlight);
+  const traffic = runTraffic(
+    {
+      sluices: c.sluices,
+      grpc: c.sluices.map((s) => completionClient(s.coreUrl)),
+      accounts,
+      down: injector.down,
+      rng: rng.fork(),
+      record: (r) => {
+        calls.push(r);
+        byOutcome.add(r.told);
+      },
+    },
+    args.concurrency,
+    stopped,
+    inFlight,
+  );
   try {
     await Promise.all([injector.run(stopped), topUps(), traffic]);
   } finally {
@@ -90,17 +115,41 @@ async function soak(args: SoakArgs): Promise<number> {
   const trafficMs = Date.now() - start;
   log(progressLine(trafficMs, args.durationMs, byOutcome, inFlight.n, injector.injected));
   await injector.heal();
-  log(`traffic over; waiting ${(RESERVATION_TTL_MS + 2_000) / 1000} s (past the reservation TTL) before reading the ledger`);
+  log(
+    `traffic over; waiting ${(RESERVATION_TTL_MS + 2_000) / 1000} s (past the reservation TTL) before reading the ledger`,
+  );
   await sleep(RESERVATION_TTL_MS + 2_000);
   const { figures, breaches } = await settledLedger(admin, c, accounts, calls);
   // Not ledger breaches, but findings all the same: a process that died on its own, a call the soak could not make.
-  for (const [name, n] of injector.crashes.counts) breaches.push({ account: -1, check: "no process exits on its own", message: `${name} exited ${n} time(s) without a fault` });
+  for (const [name, n] of injector.crashes.counts)
+    breaches.push({
+      account: -1,
+      check: "no process exits on its own",
+      message: `${name} exited ${n} time(s) without a fault`,
+    });
   const soakErrors = calls.filter((r) => r.accountIndex < 0);
-  if (soakErrors.length > 0) breaches.push({ account: -1, check: "every call made", message: `${soakErrors.length} calls failed inside the soak, e.g. ${soakErrors[0]?.detail ?? ""}` });
-  process.stdout.write(`${formatFigures({
-    seed: args.seed, plannedMs: args.durationMs, trafficMs, totalMs: Date.now() - began, calls,
-    faults: injector.injected, crashes: injector.crashes, capRaises, injectorProblems: injector.problems, accounts: figures, breaches, logs: c.logs,
-  })}\n`);
+  if (soakErrors.length > 0)
+    breaches.push({
+      account: -1,
+      check: "every call made",
+      message: `${soakErrors.length} calls failed inside the soak, e.g. ${soakErrors[0]?.detail ?? ""}`,
+    });
+  process.stdout.write(
+    `${formatFigures({
+      seed: args.seed,
+      plannedMs: args.durationMs,
+      trafficMs,
+      totalMs: Date.now() - began,
+      calls,
+      faults: injector.injected,
+      crashes: injector.crashes,
+      capRaises,
+      injectorProblems: injector.problems,
+      accounts: figures,
+      breaches,
+      logs: c.logs,
+    })}\n`,
+  );
   return breaches.length > 0 ? 1 : 0;
 }
 
@@ -108,7 +157,9 @@ let code = 2;
 try {
   code = await soak(parseArgs(process.argv.slice(2)));
 } catch (err) {
-  process.stderr.write(err instanceof UsageError ? `${err.message}\n` : `soak failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.stderr.write(
+    err instanceof UsageError ? `${err.message}\n` : `soak failed: ${err instanceof Error ? err.stack : String(err)}\n`,
+  );
   code = 2;
 } finally {
   await cluster?.close().catch(() => undefined);

@@ -10,7 +10,14 @@ import { ConfigError, type Config } from "./config/index.ts";
 import { createEdge } from "./edge/index.ts";
 import { createExtractiveEngine } from "./engines/extractive/index.ts";
 import { createOpenAIEngine } from "./engines/openai/index.ts";
-import { BUILTIN_MODELS, createModelRegistry, loadModelsFile, ModelsFileError, type ModelEntry, type ModelRegistry } from "./engines/models.ts";
+import {
+  BUILTIN_MODELS,
+  createModelRegistry,
+  loadModelsFile,
+  ModelsFileError,
+  type ModelEntry,
+  type ModelRegistry,
+} from "./engines/models.ts";
 import { createTokenizer, type Tokenizer } from "./engines/tokenizer.ts";
 import type { Logger } from "./logger.ts";
 import { createMetrics, type Metrics } from "./metrics.ts";
@@ -74,7 +81,11 @@ function trackSessions(server: Http2Server): Set<ServerHttp2Session> {
  * Stops a server gracefully: no new connections, idle ones closed at once, calls in flight
  * (streams included) given `graceMs` to finish, then whatever is left is cut.
  */
-async function closeServer(server: Server | Http2Server, graceMs: number, sessions?: Set<ServerHttp2Session>): Promise<void> {
+async function closeServer(
+  server: Server | Http2Server,
+  graceMs: number,
+  sessions?: Set<ServerHttp2Session>,
+): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   if ("closeIdleConnections" in server) server.closeIdleConnections();
   for (const session of sessions ?? []) session.close();
@@ -88,7 +99,12 @@ async function closeServer(server: Server | Http2Server, graceMs: number, sessio
   clearTimeout(timer);
 }
 
-async function loadModels(config: Config, tokenizer: Tokenizer, logger: Logger, env: Record<string, string | undefined>): Promise<ModelRegistry> {
+async function loadModels(
+  config: Config,
+  tokenizer: Tokenizer,
+  logger: Logger,
+  env: Record<string, string | undefined>,
+): Promise<ModelRegistry> {
   let entries: ModelEntry[] = BUILTIN_MODELS;
   if (config.SLUICE_MODELS !== undefined) entries = await loadModelsFile(config.SLUICE_MODELS);
   const extractive = createExtractiveEngine({ tokenizer });
@@ -96,7 +112,9 @@ async function loadModels(config: Config, tokenizer: Tokenizer, logger: Logger, 
     if (entry.engine === "extractive") return extractive;
     const apiKey = entry.apiKeyEnv === undefined ? undefined : env[entry.apiKeyEnv];
     if (entry.apiKeyEnv !== undefined && !apiKey) {
-      throw new ModelsFileError(`SLUICE_MODELS: model "${entry.name}" reads its upstream key from ${entry.apiKeyEnv}, which is not set`);
+      throw new ModelsFileError(
+        `SLUICE_MODELS: model "${entry.name}" reads its upstream key from ${entry.apiKeyEnv}, which is not set`,
+      );
     }
     return createOpenAIEngine({
       model: entry.name,
@@ -104,7 +122,11 @@ async function loadModels(config: Config, tokenizer: Tokenizer, logger: Logger, 
       baseUrls: Array.isArray(entry.baseUrl) ? entry.baseUrl : [entry.baseUrl],
       ...(apiKey !== undefined && { apiKey }),
       tokenizer,
-      timeouts: { connectMs: entry.connectTimeoutMs, firstByteMs: entry.firstByteTimeoutMs, idleMs: entry.idleTimeoutMs },
+      timeouts: {
+        connectMs: entry.connectTimeoutMs,
+        firstByteMs: entry.firstByteTimeoutMs,
+        idleMs: entry.idleTimeoutMs,
+      },
       breaker: { failureThreshold: entry.breakerFailures, openMs: entry.breakerOpenMs },
       logger,
     });
@@ -123,7 +145,9 @@ async function checkCoreCompatible(transport: Transport, coreUrl: string, logger
   } catch (err) {
     const e = ConnectError.from(err);
     if (e.code === Code.Unimplemented) {
-      throw new ConfigError(`CORE_URL: the core at ${coreUrl} does not serve sluice.identity.v1.IdentityService/CheckApiKey; upgrade it before this edge`);
+      throw new ConfigError(
+        `CORE_URL: the core at ${coreUrl} does not serve sluice.identity.v1.IdentityService/CheckApiKey; upgrade it before this edge`,
+      );
     }
     if (e.code !== Code.Unauthenticated) logger.warn("core not reachable at start", { coreUrl, code: Code[e.code] });
   }
@@ -133,8 +157,15 @@ async function checkCoreCompatible(transport: Transport, coreUrl: string, logger
 async function createStore(config: Config, metrics: Metrics): Promise<Store> {
   if (config.REDIS_URL === undefined) return createMemoryStore();
   const options = { commandTimeoutMs: config.SLUICE_STORE_TIMEOUT_MS };
-  const [redis, subscriber] = await Promise.all([connectRedis(config.REDIS_URL, options), connectRedis(config.REDIS_URL, options)]);
-  return createRedisStore({ redis: countCommands(redis, metrics.redisCommand), subscriber, commandTimeoutMs: config.SLUICE_STORE_TIMEOUT_MS });
+  const [redis, subscriber] = await Promise.all([
+    connectRedis(config.REDIS_URL, options),
+    connectRedis(config.REDIS_URL, options),
+  ]);
+  return createRedisStore({
+    redis: countCommands(redis, metrics.redisCommand),
+    subscriber,
+    commandTimeoutMs: config.SLUICE_STORE_TIMEOUT_MS,
+  });
 }
 
 /**
@@ -163,7 +194,12 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
       await Promise.all(models.list().map((m) => m.engine.close?.()));
     };
     core = createCore({
-      store, models, tokenizer, logger: options.logger, metrics, now,
+      store,
+      models,
+      tokenizer,
+      logger: options.logger,
+      metrics,
+      now,
       reservationTtlMs: config.SLUICE_RESERVATION_TTL_MS,
       adminToken: config.SLUICE_ADMIN_TOKEN,
       maxCallsInFlight: config.SLUICE_MAX_CALLS_IN_FLIGHT,
@@ -171,9 +207,14 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     });
     // A request message is at most the 32 MiB body limit plus framing; Connect buffers no more,
     // and reads nothing of a keyed call's body before its key has been checked.
-    const h2c = createLimitedH2cServer(createCoreHandler({
-      ...core, readMaxBytes: MAX_CORE_MESSAGE_BYTES, logger: options.logger,
-    }), limits);
+    const h2c = createLimitedH2cServer(
+      createCoreHandler({
+        ...core,
+        readMaxBytes: MAX_CORE_MESSAGE_BYTES,
+        logger: options.logger,
+      }),
+      limits,
+    );
     const sessions = trackSessions(h2c);
     coreUrl = await listen(h2c, config.GRPC_PORT, host);
     closers.push(() => closeServer(h2c, config.SLUICE_SHUTDOWN_GRACE_MS, sessions));
@@ -184,18 +225,21 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     await checkCoreCompatible(transport, config.CORE_URL, options.logger);
   }
 
-  const edge = createLimitedHttpServer(createEdge({
-    clients: {
-      identity: createClient(IdentityService, transport),
-      completion: createClient(CompletionService, transport),
-      health: createClient(Health, transport),
-    },
-    links: { docsBaseUrl: config.SLUICE_DOCS_URL, portalUrl: config.SLUICE_PORTAL_URL },
-    keepAliveMs: config.SLUICE_SSE_KEEPALIVE_MS,
-    writeTimeoutMs: config.SLUICE_SSE_WRITE_TIMEOUT_MS,
-    logger: options.logger,
-    metrics,
-  }), limits);
+  const edge = createLimitedHttpServer(
+    createEdge({
+      clients: {
+        identity: createClient(IdentityService, transport),
+        completion: createClient(CompletionService, transport),
+        health: createClient(Health, transport),
+      },
+      links: { docsBaseUrl: config.SLUICE_DOCS_URL, portalUrl: config.SLUICE_PORTAL_URL },
+      keepAliveMs: config.SLUICE_SSE_KEEPALIVE_MS,
+      writeTimeoutMs: config.SLUICE_SSE_WRITE_TIMEOUT_MS,
+      logger: options.logger,
+      metrics,
+    }),
+    limits,
+  );
   const edgeUrl = await listen(edge, config.PORT, host);
   closers.push(() => closeServer(edge, config.SLUICE_SHUTDOWN_GRACE_MS));
 
@@ -216,7 +260,8 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
       await Promise.all(closers.map((c) => c()));
       // Cut calls end in a release, and a settle may still be chasing its outcome: give them
       // their last store step before the store goes.
-      if (core && !(await core.calls.drain(DRAIN_MS))) options.logger.warn("calls still in flight at shutdown", { calls: core.calls.active });
+      if (core && !(await core.calls.drain(DRAIN_MS)))
+        options.logger.warn("calls still in flight at shutdown", { calls: core.calls.active });
       core?.calls.stop();
       await closeEngines();
       await store?.close();

@@ -53,7 +53,10 @@ export interface DevCredentials {
 export async function bootstrapDevAccount(coreUrl: string, adminToken: MadeUpAdminToken): Promise<DevCredentials> {
   const admin = createClient(AdminService, createGrpcTransport({ baseUrl: coreUrl }));
   const headers = { authorization: `Bearer ${adminToken}` };
-  const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: DEV_CAP_USD_MICROS }, { headers });
+  const { account } = await admin.createAccount(
+    { onboardingComplete: true, spendCapUsdMicros: DEV_CAP_USD_MICROS },
+    { headers },
+  );
   if (!account) throw new Error("CreateAccount returned no account");
   const { secret } = await admin.createApiKey({ accountId: account.id }, { headers });
   return { accountId: account.id, apiKey: secret };
@@ -63,7 +66,12 @@ export async function bootstrapDevAccount(coreUrl: string, adminToken: MadeUpAdm
  * The lines `npm start` prints for a newcomer: the key, the admin token and a working curl.
  * It takes only a made-up token: printing an operator's token would leak it into logs.
  */
-export function devBanner(edgeUrl: string, coreUrl: string, creds: DevCredentials, adminToken: MadeUpAdminToken): string {
+export function devBanner(
+  edgeUrl: string,
+  coreUrl: string,
+  creds: DevCredentials,
+  adminToken: MadeUpAdminToken,
+): string {
   return [
     "",
     "Sluice dev bootstrap: an onboarded account with a $10 cap and one API key (shown once).",

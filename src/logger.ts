@@ -54,7 +54,9 @@ export function createLogger(level: LogLevel, write: (line: string) => void = st
     // The same line as stringifying `{ time, level, msg, ...fields }`, without copying the
     // fields into a new object: one line per RPC makes this the hot path of logging.
     const rest = fields === undefined ? "{}" : JSON.stringify(fields);
-    write(`{"time":"${time}","level":"${lvl}","msg":${JSON.stringify(msg)}${rest.length > 2 ? `,${rest.slice(1)}` : "}"}\n`);
+    write(
+      `{"time":"${time}","level":"${lvl}","msg":${JSON.stringify(msg)}${rest.length > 2 ? `,${rest.slice(1)}` : "}"}\n`,
+    );
   };
   return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
 }

@@ -6,7 +6,8 @@ import { createLogger, flushLogs } from "./logger.ts";
 import { isWorker, reportStarted, runPrimary, workerCount } from "./workers.ts";
 
 /** The line that says where Sluice listens (tests and scripts read it). */
-const startLine = (edgeUrl: string, coreUrl: string | undefined) => `Sluice edge on ${edgeUrl}/v1, core (gRPC/Connect/gRPC-Web) on ${coreUrl}\n`;
+const startLine = (edgeUrl: string, coreUrl: string | undefined) =>
+  `Sluice edge on ${edgeUrl}/v1, core (gRPC/Connect/gRPC-Web) on ${coreUrl}\n`;
 
 /**
  * Entry point of `npm start`: one process with the edge and the core, or with
@@ -32,7 +33,10 @@ async function main(): Promise<void> {
   const stop = (signal: string) => {
     stopping = true;
     logger.info("stopping", { signal });
-    app.close().then(() => process.exit(0), () => process.exit(1));
+    app.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);

@@ -14,8 +14,11 @@ export interface Metrics {
 
 type Labels = Record<string, string>;
 
-const escape = (v: string) => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
-const key = (labels: Labels) => Object.entries(labels).map(([k, v]) => `${k}="${escape(v)}"`).join(",");
+const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+const key = (labels: Labels) =>
+  Object.entries(labels)
+    .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
+    .join(",");
 
 function family(name: string, help: string) {
   const count = new Map<string, number>();
@@ -51,16 +54,19 @@ export function createMetrics(): Metrics {
   const rpc = family("sluice_rpcs", "RPCs served by the core.");
   let redisCommands = 0;
   return {
-    redisCommand: () => void (redisCommands += 1),
+    redisCommand: () => {
+      redisCommands += 1;
+    },
     http: (route, method, status, seconds) => http.observe({ route, method, status: String(status) }, seconds),
     rpc: (name, code, seconds) => rpc.observe({ rpc: name, code }, seconds),
-    render: () => [
-      http.render(),
-      rpc.render(),
-      "# HELP sluice_redis_commands_total Commands sent to Redis (a Lua script counts once).",
-      "# TYPE sluice_redis_commands_total counter",
-      `sluice_redis_commands_total ${redisCommands}`,
-      "",
-    ].join("\n"),
+    render: () =>
+      [
+        http.render(),
+        rpc.render(),
+        "# HELP sluice_redis_commands_total Commands sent to Redis (a Lua script counts once).",
+        "# TYPE sluice_redis_commands_total counter",
+        `sluice_redis_commands_total ${redisCommands}`,
+        "",
+      ].join("\n"),
   };
 }

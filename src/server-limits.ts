@@ -1,5 +1,13 @@
 import { createServer, type RequestListener, type Server } from "node:http";
-import { constants, createServer as createH2cServer, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
+import {
+  constants,
+  createServer as createH2cServer,
+  type Http2Server,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from "node:http2";
 import type { Config } from "./config/index.ts";
 
 /**
@@ -33,12 +41,15 @@ const TIMEOUT_CHECK_MS = 1000;
 
 /** An HTTP/1.1 server (the edge, the metrics port) with the limits applied. */
 export function createLimitedHttpServer(listener: RequestListener, limits: ServerLimits): Server {
-  const server = createServer({
-    headersTimeout: limits.headersTimeoutMs,
-    requestTimeout: limits.requestTimeoutMs,
-    keepAliveTimeout: limits.keepAliveTimeoutMs,
-    connectionsCheckingInterval: TIMEOUT_CHECK_MS,
-  }, listener);
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      connectionsCheckingInterval: TIMEOUT_CHECK_MS,
+    },
+    listener,
+  );
   server.maxConnections = limits.maxConnections;
   return server;
 }
@@ -53,10 +64,13 @@ export function createLimitedH2cServer(
   handler: (req: Http2ServerRequest, res: Http2ServerResponse) => void,
   limits: ServerLimits,
 ): Http2Server {
-  const server = createH2cServer({
-    settings: { maxConcurrentStreams: limits.maxStreamsPerConnection },
-    unknownProtocolTimeout: limits.headersTimeoutMs,
-  }, handler);
+  const server = createH2cServer(
+    {
+      settings: { maxConcurrentStreams: limits.maxStreamsPerConnection },
+      unknownProtocolTimeout: limits.headersTimeoutMs,
+    },
+    handler,
+  );
   server.maxConnections = limits.maxConnections;
   // Not `server.setTimeout`: node then destroys a session after that long without a frame,
   // even while one of its calls is still being computed (a long unary answer sends nothing).
@@ -65,7 +79,9 @@ export function createLimitedH2cServer(
     let open = 0;
     session.on("stream", (stream: ServerHttp2Stream) => {
       open += 1;
-      stream.once("close", () => { open -= 1; });
+      stream.once("close", () => {
+        open -= 1;
+      });
     });
     session.setTimeout(limits.idleTimeoutMs);
     session.on("timeout", () => {

@@ -10,7 +10,8 @@ interface Started {
   coreUrl: string | undefined;
 }
 
-const isStarted = (m: unknown): m is Started => typeof m === "object" && m !== null && (m as { type?: unknown }).type === "sluice-started";
+const isStarted = (m: unknown): m is Started =>
+  typeof m === "object" && m !== null && (m as { type?: unknown }).type === "sluice-started";
 
 /**
  * How many processes serve the ports. The memory store lives in one process, so it runs
@@ -21,7 +22,9 @@ export function workerCount(config: Config, logger: Logger): number {
   const wanted = config.SLUICE_WORKERS === "auto" ? availableParallelism() : config.SLUICE_WORKERS;
   const shared = config.REDIS_URL !== undefined || config.CORE_URL !== undefined;
   if (wanted > 1 && !shared) {
-    logger.warn("one process: the memory store cannot be shared by workers; set REDIS_URL to use SLUICE_WORKERS", { workers: wanted });
+    logger.warn("one process: the memory store cannot be shared by workers; set REDIS_URL to use SLUICE_WORKERS", {
+      workers: wanted,
+    });
     return 1;
   }
   return wanted;
@@ -40,7 +43,11 @@ export function reportStarted(edgeUrl: string, coreUrl: string | undefined): voi
  * node:cluster), prints the start line once all listen, restarts a worker that dies, and on
  * SIGTERM or SIGINT passes the signal on and exits once every worker has stopped gracefully.
  */
-export function runPrimary(n: number, logger: Logger, onStarted: (s: { edgeUrl: string; coreUrl: string | undefined }) => void): void {
+export function runPrimary(
+  n: number,
+  logger: Logger,
+  onStarted: (s: { edgeUrl: string; coreUrl: string | undefined }) => void,
+): void {
   let stopping = false;
   let started = 0;
   const fork = (): Worker => {

@@ -19,8 +19,13 @@ function sources(dir: string): string[] {
 
 const graph = new Map<string, string[]>();
 for (const file of sources(SRC)) {
-  const imports = [...readFileSync(file, "utf8").matchAll(/from "(\.[^"]+)"/g)].map((m) => normalize(join(dirname(file), m[1] ?? "")));
-  graph.set(relative(SRC, file), imports.filter((p) => p.startsWith(SRC)).map((p) => relative(SRC, p)));
+  const imports = [...readFileSync(file, "utf8").matchAll(/from "(\.[^"]+)"/g)].map((m) =>
+    normalize(join(dirname(file), m[1] ?? "")),
+  );
+  graph.set(
+    relative(SRC, file),
+    imports.filter((p) => p.startsWith(SRC)).map((p) => relative(SRC, p)),
+  );
 }
 
 const edges = [...graph].flatMap(([from, tos]) => tos.map((to) => ({ from, to })));

@@ -20,18 +20,30 @@ const slowUnary = scriptedEngine({ deltas: Array.from({ length: 200 }, (_, i) =>
 
 let app: TestApp;
 
-interface Usage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
 
 beforeAll(async () => {
-  app = await startTestApp({}, {
-    models: registryWith([
-      { name: "priced", engine: createExtractiveEngine({ tokenizer: createTokenizer() }), inputUsdMicrosPerMillion: PRICED.input, outputUsdMicrosPerMillion: PRICED.output },
-      { name: "failing", engine: failing },
-      { name: "slow-stream", engine: slowStream },
-      { name: "slow-unary", engine: slowUnary },
-      { name: "greedy", engine: greedy, inputUsdMicrosPerMillion: 1, outputUsdMicrosPerMillion: 1_000_000 },
-    ]),
-  });
+  app = await startTestApp(
+    {},
+    {
+      models: registryWith([
+        {
+          name: "priced",
+          engine: createExtractiveEngine({ tokenizer: createTokenizer() }),
+          inputUsdMicrosPerMillion: PRICED.input,
+          outputUsdMicrosPerMillion: PRICED.output,
+        },
+        { name: "failing", engine: failing },
+        { name: "slow-stream", engine: slowStream },
+        { name: "slow-unary", engine: slowUnary },
+        { name: "greedy", engine: greedy, inputUsdMicrosPerMillion: 1, outputUsdMicrosPerMillion: 1_000_000 },
+      ]),
+    },
+  );
 });
 
 afterAll(async () => {
@@ -39,7 +51,10 @@ afterAll(async () => {
 });
 
 const question = (i: number) => [
-  { role: "system", content: `Note ${i}: rivers carry water to the sea. Mountains are tall. Deserts are dry and hot in summer.` },
+  {
+    role: "system",
+    content: `Note ${i}: rivers carry water to the sea. Mountains are tall. Deserts are dry and hot in summer.`,
+  },
   { role: "user", content: `Question ${i}: where do rivers carry water, and what are deserts like?` },
 ];
 
@@ -47,8 +62,11 @@ describe("the spend cap under concurrency", () => {
   it("40 concurrent calls never pass a small cap; successes have records, refusals are 402", async () => {
     const CAP = 500n;
     const { apiKey, accountId } = await app.newAccount({ capUsdMicros: CAP, rps: 1000, burst: 1000 });
-    const replies = await Promise.all(Array.from({ length: 40 }, (_, i) =>
-      postChat(app, apiKey, { messages: question(i), ...(i % 2 === 0 && { max_tokens: 16 }) })));
+    const replies = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        postChat(app, apiKey, { messages: question(i), ...(i % 2 === 0 && { max_tokens: 16 }) }),
+      ),
+    );
 
     const ok = replies.filter((r) => r.status === 200);
     const refused = replies.filter((r) => r.status !== 200);
@@ -70,7 +88,10 @@ describe("the spend cap under concurrency", () => {
       const body = asRecord(r.json);
       const usage = body.usage as Usage;
       const record = records.find((x) => x.id === body.id);
-      expect({ p: record?.promptTokens, c: record?.completionTokens }).toEqual({ p: BigInt(usage.prompt_tokens), c: BigInt(usage.completion_tokens) });
+      expect({ p: record?.promptTokens, c: record?.completionTokens }).toEqual({
+        p: BigInt(usage.prompt_tokens),
+        c: BigInt(usage.completion_tokens),
+      });
       expect(record?.costUsdMicros).toBe(BigInt(usage.prompt_tokens + 2 * usage.completion_tokens));
     }
   });
@@ -83,7 +104,12 @@ describe("charges and usage records", () => {
     let expectedSpent = 0n;
     for (let i = 0; i < 6; i++) {
       const stream = i % 2 === 1;
-      const reply = await postChat(app, apiKey, { model: "priced", messages: question(i), max_tokens: 5 + i * 7, stream });
+      const reply = await postChat(app, apiKey, {
+        model: "priced",
+        messages: question(i),
+        max_tokens: 5 + i * 7,
+        stream,
+      });
       expect(reply.status).toBe(200);
       let id: string;
       let usage: Usage;
@@ -99,13 +125,19 @@ describe("charges and usage records", () => {
         usage = body.usage as Usage;
       }
       ids.push(id);
-      const cost = BigInt(Math.ceil((usage.prompt_tokens * PRICED.input + usage.completion_tokens * PRICED.output) / 1_000_000));
+      const cost = BigInt(
+        Math.ceil((usage.prompt_tokens * PRICED.input + usage.completion_tokens * PRICED.output) / 1_000_000),
+      );
       expectedSpent += cost;
       const records = await usageRecordsOf(app, accountId);
       const record = records.find((r) => r.id === id);
       expect(record).toBeDefined();
-      expect({ cost: record?.costUsdMicros, model: record?.model, key: record?.apiKeyId, account: record?.accountId })
-        .toEqual({ cost, model: "priced", key: apiKeyId, account: accountId });
+      expect({
+        cost: record?.costUsdMicros,
+        model: record?.model,
+        key: record?.apiKeyId,
+        account: record?.accountId,
+      }).toEqual({ cost, model: "priced", key: apiKeyId, account: accountId });
       expect((await balanceOf(app, accountId)).spent).toBe(expectedSpent);
     }
     const records = await usageRecordsOf(app, accountId);
@@ -175,8 +207,15 @@ describe("client disconnects", () => {
   it("aborting a non-streaming call while the engine runs cancels it and charges nothing", async () => {
     const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });
     const controller = new AbortController();
-    const pending = postChat(app, apiKey, { model: "slow-unary", messages: CHAT_MESSAGES }, { signal: controller.signal })
-      .then(() => "answered", () => "aborted");
+    const pending = postChat(
+      app,
+      apiKey,
+      { model: "slow-unary", messages: CHAT_MESSAGES },
+      { signal: controller.signal },
+    ).then(
+      () => "answered",
+      () => "aborted",
+    );
     await slowUnary.probe.started;
     expect((await balanceOf(app, accountId)).reserved).toBeGreaterThan(0n);
     controller.abort();

@@ -28,7 +28,11 @@ async function declaredHuge(authorization: string | undefined): Promise<Reply & 
   const raw = await rawRequest(app.edgeUrl, {
     method: "POST",
     path: "/v1/chat/completions",
-    headers: { "content-type": "application/json", "content-length": HUGE, ...(authorization !== undefined && { authorization }) },
+    headers: {
+      "content-type": "application/json",
+      "content-length": HUGE,
+      ...(authorization !== undefined && { authorization }),
+    },
     pump: async (_write, stopped) => {
       for (let waited = 0; !stopped() && waited < 5000; waited += 10) await sleep(10);
     },
@@ -88,13 +92,34 @@ describe("DESIGN check order", () => {
 
   it("6 before 7: account status beats an unknown model", async () => {
     const onboarding = await account({ onboarded: false });
-    expectStructured(await postChat(app, onboarding.apiKey, { ...chat, model: "nope" }), 402, "onboarding_incomplete", "billing_error");
+    expectStructured(
+      await postChat(app, onboarding.apiKey, { ...chat, model: "nope" }),
+      402,
+      "onboarding_incomplete",
+      "billing_error",
+    );
     const failed = await account();
-    await app.admin.updateAccount({ accountId: failed.accountId, paymentStatus: PaymentStatus.FAILED }, { headers: app.adminHeaders });
-    expectStructured(await postChat(app, failed.apiKey, { ...chat, model: "nope" }), 402, "payment_failed", "billing_error");
+    await app.admin.updateAccount(
+      { accountId: failed.accountId, paymentStatus: PaymentStatus.FAILED },
+      { headers: app.adminHeaders },
+    );
+    expectStructured(
+      await postChat(app, failed.apiKey, { ...chat, model: "nope" }),
+      402,
+      "payment_failed",
+      "billing_error",
+    );
     const canceled = await account();
-    await app.admin.updateAccount({ accountId: canceled.accountId, subscriptionStatus: SubscriptionStatus.CANCELED }, { headers: app.adminHeaders });
-    expectStructured(await postChat(app, canceled.apiKey, { ...chat, model: "nope" }), 402, "subscription_canceled", "billing_error");
+    await app.admin.updateAccount(
+      { accountId: canceled.accountId, subscriptionStatus: SubscriptionStatus.CANCELED },
+      { headers: app.adminHeaders },
+    );
+    expectStructured(
+      await postChat(app, canceled.apiKey, { ...chat, model: "nope" }),
+      402,
+      "subscription_canceled",
+      "billing_error",
+    );
   });
 
   it("6 before 9: account status beats the spend cap", async () => {
@@ -105,12 +130,21 @@ describe("DESIGN check order", () => {
 
   it("7 before 8: an unknown model beats input_too_large", async () => {
     const { apiKey } = await account();
-    expectDetail(await postChat(app, apiKey, { model: "nope", messages: [{ role: "user", content: tooManyTokens }] }), 404, "model_not_found");
+    expectDetail(
+      await postChat(app, apiKey, { model: "nope", messages: [{ role: "user", content: tooManyTokens }] }),
+      404,
+      "model_not_found",
+    );
   });
 
   it("8 before 9: input_too_large beats the spend cap", async () => {
     const { apiKey } = await account({ capUsdMicros: 1n });
-    expectStructured(await postChat(app, apiKey, { messages: [{ role: "user", content: tooManyTokens }] }), 413, "input_too_large", "invalid_request_error");
+    expectStructured(
+      await postChat(app, apiKey, { messages: [{ role: "user", content: tooManyTokens }] }),
+      413,
+      "input_too_large",
+      "invalid_request_error",
+    );
   });
 
   it("refused calls charge nothing and write no usage record", async () => {
@@ -128,7 +162,11 @@ describe("the 32 MiB body limit", () => {
     const raw = await rawRequest(app.edgeUrl, {
       method: "POST",
       path: "/v1/chat/completions",
-      headers: { "content-type": "application/json", "content-length": 32 * 1024 * 1024 + 1, authorization: `Bearer ${apiKey}` },
+      headers: {
+        "content-type": "application/json",
+        "content-length": 32 * 1024 * 1024 + 1,
+        authorization: `Bearer ${apiKey}`,
+      },
       pump: async (_write, stopped) => {
         for (let waited = 0; !stopped() && waited < 5000; waited += 10) await sleep(10);
       },
@@ -148,7 +186,10 @@ describe("the 32 MiB body limit", () => {
       chunkBytes: 1024 * 1024,
       chunks: 48,
     });
-    expect({ status: raw.status, error: raw.status === undefined ? raw.error?.message : undefined }).toEqual({ status: 413, error: undefined });
+    expect({ status: raw.status, error: raw.status === undefined ? raw.error?.message : undefined }).toEqual({
+      status: 413,
+      error: undefined,
+    });
     expect(raw.bytesSent).toBeGreaterThan(32 * 1024 * 1024);
     expect(raw.text).not.toMatch(/"code"|"detail"/);
     const health = await fetch(`${app.edgeUrl}/healthz`);

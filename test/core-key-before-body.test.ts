@@ -45,7 +45,10 @@ function grpcPrefix(): Buffer {
 
 function connectHeaders(authorization: string | undefined, length: number): OutgoingHttpHeaders {
   return {
-    ":method": "POST", ":path": PATH, "content-type": "application/json", "connect-protocol-version": "1",
+    ":method": "POST",
+    ":path": PATH,
+    "content-type": "application/json",
+    "connect-protocol-version": "1",
     "content-length": String(length),
     ...(authorization !== undefined && { authorization }),
   };
@@ -53,7 +56,10 @@ function connectHeaders(authorization: string | undefined, length: number): Outg
 
 function grpcHeaders(authorization: string | undefined): OutgoingHttpHeaders {
   return {
-    ":method": "POST", ":path": PATH, "content-type": "application/grpc", te: "trailers",
+    ":method": "POST",
+    ":path": PATH,
+    "content-type": "application/grpc",
+    te: "trailers",
     ...(authorization !== undefined && { authorization }),
   };
 }
@@ -71,14 +77,22 @@ function connectReasons(body: unknown): string[] {
 /** Asserts a Connect 401 `unauthenticated` with the given ErrorInfo reason. */
 function expectConnectRefusal(reply: H2Reply, reason: string): void {
   const body = tryJson(reply.body.toString("utf8"));
-  expect({ status: reply.headers?.[":status"], ended: reply.ended, code: asRecord(body).code }).toEqual({ status: 401, ended: true, code: "unauthenticated" });
+  expect({ status: reply.headers?.[":status"], ended: reply.ended, code: asRecord(body).code }).toEqual({
+    status: 401,
+    ended: true,
+    code: "unauthenticated",
+  });
   expect(connectReasons(body)).toEqual([reason]);
 }
 
 /** Asserts a gRPC `UNAUTHENTICATED` (16), in the trailers or in trailers-only headers, with the given reason. */
 function expectGrpcRefusal(reply: H2Reply, reason: string): void {
   const status = reply.trailers ?? reply.headers;
-  expect({ http: reply.headers?.[":status"], ended: reply.ended, grpcStatus: status?.["grpc-status"] }).toEqual({ http: 200, ended: true, grpcStatus: "16" });
+  expect({ http: reply.headers?.[":status"], ended: reply.ended, grpcStatus: status?.["grpc-status"] }).toEqual({
+    http: 200,
+    ended: true,
+    grpcStatus: "16",
+  });
   const bin = status?.["grpc-status-details-bin"];
   if (typeof bin !== "string") throw new Error("no grpc-status-details-bin");
   const details = fromBinary(StatusSchema, Buffer.from(bin, "base64")).details;
@@ -103,27 +117,56 @@ describe("the core checks the key before it reads a body (issue 7, defect 2)", (
 
   it("refuses six concurrent half-sent 30 MiB Connect JSON calls with 401 from the headers alone", async () => {
     const calls = [...CREDENTIALS, ...CREDENTIALS].map((c, i) =>
-      h2Exchange(session, connectHeaders(c.authorization, ANNOUNCED), [connectJsonPrefix()], { end: false, guardMs: GUARD_MS, label: `Connect call ${i} with ${c.name}` })
-        .then((reply) => ({ reply, reason: c.reason })));
+      h2Exchange(session, connectHeaders(c.authorization, ANNOUNCED), [connectJsonPrefix()], {
+        end: false,
+        guardMs: GUARD_MS,
+        label: `Connect call ${i} with ${c.name}`,
+      }).then((reply) => ({ reply, reason: c.reason })),
+    );
     const replies = await Promise.all(calls);
     for (const { reply, reason } of replies) expectConnectRefusal(reply, reason);
   });
 
   it("refuses six concurrent half-sent 30 MiB gRPC calls with UNAUTHENTICATED from the headers alone", async () => {
     const calls = [...CREDENTIALS, ...CREDENTIALS].map((c, i) =>
-      h2Exchange(session, grpcHeaders(c.authorization), [grpcPrefix()], { end: false, guardMs: GUARD_MS, label: `gRPC call ${i} with ${c.name}` })
-        .then((reply) => ({ reply, reason: c.reason })));
+      h2Exchange(session, grpcHeaders(c.authorization), [grpcPrefix()], {
+        end: false,
+        guardMs: GUARD_MS,
+        label: `gRPC call ${i} with ${c.name}`,
+      }).then((reply) => ({ reply, reason: c.reason })),
+    );
     const replies = await Promise.all(calls);
     for (const { reply, reason } of replies) expectGrpcRefusal(reply, reason);
   });
 
   it("still serves a valid key's small call, on the same session and on a new one", async () => {
-    const body = Buffer.from(JSON.stringify({ params: { model: "service-extract", messages: [{ role: "system", content: "Rivers carry water to the sea." }, { role: "user", content: "Where do rivers carry water?" }] } }));
+    const body = Buffer.from(
+      JSON.stringify({
+        params: {
+          model: "service-extract",
+          messages: [
+            { role: "system", content: "Rivers carry water to the sea." },
+            { role: "user", content: "Where do rivers carry water?" },
+          ],
+        },
+      }),
+    );
     const fresh = await openH2c(app.coreUrl ?? "");
     try {
-      for (const [name, s] of [["the session of the refusals", session], ["a new session", fresh]] as const) {
-        const reply = await h2Exchange(s, connectHeaders(`Bearer ${apiKey}`, body.length), [body], { end: true, guardMs: GUARD_MS, label: `valid call on ${name}` });
-        expect({ on: name, status: reply.headers?.[":status"], ended: reply.ended }).toEqual({ on: name, status: 200, ended: true });
+      for (const [name, s] of [
+        ["the session of the refusals", session],
+        ["a new session", fresh],
+      ] as const) {
+        const reply = await h2Exchange(s, connectHeaders(`Bearer ${apiKey}`, body.length), [body], {
+          end: true,
+          guardMs: GUARD_MS,
+          label: `valid call on ${name}`,
+        });
+        expect({ on: name, status: reply.headers?.[":status"], ended: reply.ended }).toEqual({
+          on: name,
+          status: 200,
+          ended: true,
+        });
         const answer = asRecord(tryJson(reply.body.toString("utf8")));
         expect(String(answer.id)).toMatch(/^chatcmpl-/);
       }

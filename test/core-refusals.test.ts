@@ -15,7 +15,9 @@ const PATH = "/sluice.completion.v1.CompletionService/CreateChatCompletion";
 /** The reasons of a Connect unary error body. */
 function connectReasons(body: Buffer): { code: unknown; reasons: string[] } {
   const error = JSON.parse(body.toString()) as { code?: unknown; details?: Array<{ type: string; value: string }> };
-  const reasons = (error.details ?? []).filter((d) => d.type === "google.rpc.ErrorInfo").map((d) => fromBinary(ErrorInfoSchema, Buffer.from(d.value, "base64")).reason);
+  const reasons = (error.details ?? [])
+    .filter((d) => d.type === "google.rpc.ErrorInfo")
+    .map((d) => fromBinary(ErrorInfoSchema, Buffer.from(d.value, "base64")).reason);
   return { code: error.code, reasons };
 }
 
@@ -35,7 +37,12 @@ describe("refusals Connect makes on its own", () => {
   const connectJson = async (apiKey: string, body: string) => {
     const session = await openH2c(app.coreUrl ?? "");
     try {
-      const headers = { ":method": "POST", ":path": PATH, "content-type": "application/json", authorization: `Bearer ${apiKey}` };
+      const headers = {
+        ":method": "POST",
+        ":path": PATH,
+        "content-type": "application/json",
+        authorization: `Bearer ${apiKey}`,
+      };
       return await h2Exchange(session, headers, [Buffer.from(body)], { end: true, guardMs: 10_000, label: body });
     } finally {
       session.close();
@@ -63,8 +70,18 @@ describe("refusals Connect makes on its own", () => {
     const session = await openH2c(app.coreUrl ?? "");
     try {
       const garbage = Buffer.from([0x00, 0x09, 0x51, 0, 0, 0, 0, 0, 0, 0, 0]);
-      const headers = { ":method": "POST", ":path": PATH, "content-type": "application/grpc", te: "trailers", authorization: `Bearer ${key}` };
-      const reply = await h2Exchange(session, headers, [grpcFrameHeader(garbage.length), garbage], { end: true, guardMs: 10_000, label: "grpc" });
+      const headers = {
+        ":method": "POST",
+        ":path": PATH,
+        "content-type": "application/grpc",
+        te: "trailers",
+        authorization: `Bearer ${key}`,
+      };
+      const reply = await h2Exchange(session, headers, [grpcFrameHeader(garbage.length), garbage], {
+        end: true,
+        guardMs: 10_000,
+        label: "grpc",
+      });
       const fields = { ...reply.headers, ...reply.trailers };
       expect(fields["grpc-status"]).toBe("3");
       const status = fromBinary(StatusSchema, Buffer.from(String(fields["grpc-status-details-bin"]), "base64"));

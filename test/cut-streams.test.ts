@@ -10,7 +10,10 @@ import { startTestApp, type TestApp } from "./support/harness.ts";
  * owned by one place, about a third left a hold that was renewed forever.
  */
 
-const SYSTEM = Array.from({ length: 200 }, (_, i) => `Sentence ${i} says that Sluice meters spend and caps it monthly.`).join(" ");
+const SYSTEM = Array.from(
+  { length: 200 },
+  (_, i) => `Sentence ${i} says that Sluice meters spend and caps it monthly.`,
+).join(" ");
 const CALLS = 200;
 
 /** Sends a whole request on a raw socket, cuts the connection `cutMs` after it was sent; resolves with what came back. */
@@ -21,7 +24,9 @@ function sendAndCut(edgeUrl: string, request: string, cutMs: number): Promise<st
     const socket = connect(Number(url.port), url.hostname, () => {
       socket.write(request, () => setTimeout(() => socket.destroy(), cutMs));
     });
-    socket.on("data", (d: Buffer) => { got += d.toString(); });
+    socket.on("data", (d: Buffer) => {
+      got += d.toString();
+    });
     socket.on("error", () => undefined);
     socket.on("close", () => resolve(got));
   });
@@ -48,19 +53,29 @@ describe("streams cut at every early stage", () => {
   it("leave no hold behind, and only whole answers are billed", async () => {
     const { apiKey, accountId } = await app.newAccount({ rps: 100_000, burst: 100_000, capUsdMicros: 1_000_000_000n });
     const random = seeded(7);
-    const body = JSON.stringify({ stream: true, n: 8, messages: [{ role: "system", content: SYSTEM }, { role: "user", content: "What does Sluice do?" }] });
-    const request = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${apiKey}\r\n`
-      + `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const body = JSON.stringify({
+      stream: true,
+      n: 8,
+      messages: [
+        { role: "system", content: SYSTEM },
+        { role: "user", content: "What does Sluice do?" },
+      ],
+    });
+    const request =
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${apiKey}\r\n` +
+      `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
     let completed = 0;
     let next = 0;
     // Sixteen callers at a time, each cutting its call 0 to 8 ms after sending it.
-    await Promise.all(Array.from({ length: 16 }, async () => {
-      while (next < CALLS) {
-        next++;
-        const got = await sendAndCut(app.edgeUrl, request, Math.floor(random() * 9));
-        if (got.includes("data: [DONE]")) completed++;
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < CALLS) {
+          next++;
+          const got = await sendAndCut(app.edgeUrl, request, Math.floor(random() * 9));
+          if (got.includes("data: [DONE]")) completed++;
+        }
+      }),
+    );
     const settled = await eventually(async () => {
       const b = await balanceOf(app, accountId);
       expect(b.reserved).toBe(0n);

@@ -15,7 +15,15 @@ const run = promisify(execFile);
 const STARTED = /Sluice edge on (http:\/\/\S+)\/v1, core \(gRPC\/Connect\/gRPC-Web\) on (http:\/\/\S+)/;
 const BANNER_END = "export OPENAI_BASE_URL";
 /** Variables of the test runner's own environment that would change what is under test. */
-const INHERITED_OUT = ["HOST", "SLUICE_ADMIN_TOKEN", "REDIS_URL", "CORE_URL", "SLUICE_EDGE_TOKEN", "SLUICE_DEV_BOOTSTRAP", "SLUICE_MODELS"];
+const INHERITED_OUT = [
+  "HOST",
+  "SLUICE_ADMIN_TOKEN",
+  "REDIS_URL",
+  "CORE_URL",
+  "SLUICE_EDGE_TOKEN",
+  "SLUICE_DEV_BOOTSTRAP",
+  "SLUICE_MODELS",
+];
 
 /** One `node src/main.ts` child, as `npm start` runs it, with everything it writes to stdout and stderr. */
 interface Main {
@@ -46,20 +54,28 @@ function startMain(env: Record<string, string>): Main {
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once("exit", (code, signal) => resolve({ code, signal }));
   });
-  const waitFor = (pattern: RegExp | string, timeoutMs = 15_000) => new Promise<string>((resolve, reject) => {
-    const matches = () => (typeof pattern === "string" ? output.includes(pattern) : pattern.test(output));
-    const timer = setTimeout(() => done(new Error(`no ${String(pattern)} within ${timeoutMs} ms; output:\n${output}`)), timeoutMs);
-    const check = () => { if (matches()) done(); };
-    const done = (err?: Error) => {
-      clearTimeout(timer);
-      listeners.delete(check);
-      if (err) reject(err);
-      else resolve(output);
-    };
-    listeners.add(check);
-    void exited.then(({ code }) => done(matches() ? undefined : new Error(`exited with ${code}; output:\n${output}`)));
-    check();
-  });
+  const waitFor = (pattern: RegExp | string, timeoutMs = 15_000) =>
+    new Promise<string>((resolve, reject) => {
+      const matches = () => (typeof pattern === "string" ? output.includes(pattern) : pattern.test(output));
+      const timer = setTimeout(
+        () => done(new Error(`no ${String(pattern)} within ${timeoutMs} ms; output:\n${output}`)),
+        timeoutMs,
+      );
+      const check = () => {
+        if (matches()) done();
+      };
+      const done = (err?: Error) => {
+        clearTimeout(timer);
+        listeners.delete(check);
+        if (err) reject(err);
+        else resolve(output);
+      };
+      listeners.add(check);
+      void exited.then(({ code }) =>
+        done(matches() ? undefined : new Error(`exited with ${code}; output:\n${output}`)),
+      );
+      check();
+    });
   return { child, output: () => output, exited, waitFor };
 }
 
@@ -75,8 +91,14 @@ afterAll(async () => {
 function accepts(host: string, port: number): Promise<boolean> {
   return new Promise((resolve, reject) => {
     const socket = connect({ host, port, timeout: 5_000 });
-    socket.once("connect", () => { socket.destroy(); resolve(true); });
-    socket.once("timeout", () => { socket.destroy(); reject(new Error(`no answer from ${host}:${port}`)); });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("timeout", () => {
+      socket.destroy();
+      reject(new Error(`no answer from ${host}:${port}`));
+    });
     socket.once("error", (err: NodeJS.ErrnoException) => (err.code === "ECONNREFUSED" ? resolve(false) : reject(err)));
   });
 }
@@ -86,8 +108,10 @@ function accepts(host: string, port: number): Promise<boolean> {
  * else 127.0.0.2, which Linux routes to the loopback interface too. A server bound to 0.0.0.0
  * accepts on it; one bound to 127.0.0.1 refuses.
  */
-const OTHER_LOCAL = Object.values(networkInterfaces()).flat().find((a) => a?.family === "IPv4" && !a.internal)?.address
-  ?? (platform() === "linux" ? "127.0.0.2" : undefined);
+const OTHER_LOCAL =
+  Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a?.family === "IPv4" && !a.internal)?.address ?? (platform() === "linux" ? "127.0.0.2" : undefined);
 
 const portOf = (url: string) => Number(new URL(url).port);
 const urls = (output: string) => {

@@ -12,14 +12,17 @@ describe("edge hardening", () => {
     await app?.close();
   });
 
-  const chat = (body: string) => fetch(`${app.edgeUrl}/v1/chat/completions`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json", "x-request-id": "hard-1" },
-    body,
-  });
+  const chat = (body: string) =>
+    fetch(`${app.edgeUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json", "x-request-id": "hard-1" },
+      body,
+    });
 
   it("sends single-valued headers on a streaming call refused before its first chunk", async () => {
-    const res = await chat(JSON.stringify({ model: "nope", stream: true, messages: [{ role: "user", content: "hi" }] }));
+    const res = await chat(
+      JSON.stringify({ model: "nope", stream: true, messages: [{ role: "user", content: "hi" }] }),
+    );
     expect(res.status).toBe(404);
     expect(await res.json()).toEqual({ detail: "model_not_found" });
     expect(res.headers.get("x-request-id")).toBe("hard-1");

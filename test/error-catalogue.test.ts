@@ -2,7 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PaymentStatus, SubscriptionStatus } from "../gen/sluice/admin/v1/admin_service_pb.ts";
 import { generateApiKey } from "../src/services/auth/api-key.ts";
 import {
-  balanceOf, eventually, expectDetail, expectKeyedHeaders, expectRetryAfter, expectStructured, secondsToNextUtcMonth, usageRecordsOf,
+  balanceOf,
+  eventually,
+  expectDetail,
+  expectKeyedHeaders,
+  expectRetryAfter,
+  expectStructured,
+  secondsToNextUtcMonth,
+  usageRecordsOf,
 } from "./support/envelopes.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
 import { CHAT_MESSAGES, postChat } from "./support/http.ts";
@@ -65,7 +72,9 @@ describe("401", () => {
     ["Bearer without a token", "Bearer"],
     ["Bearer with only spaces", "Bearer   "],
   ])("missing_bearer_token: %s", async (_name, authorization) => {
-    const reply = await postChat(app, undefined, chat, { headers: authorization === undefined ? {} : { authorization } });
+    const reply = await postChat(app, undefined, chat, {
+      headers: authorization === undefined ? {} : { authorization },
+    });
     expectDetail(reply, 401, "missing_bearer_token");
   });
 
@@ -80,7 +89,13 @@ describe("401", () => {
     ["prefix only", "svc_sk_"],
     ["short secret", "svc_sk_abc123"],
     ["bad checksum", () => `${generateApiKey().slice(0, -1)}!`],
-    ["flipped checksum character", () => { const k = generateApiKey(); return k.slice(0, -1) + (k.endsWith("A") ? "B" : "A"); }],
+    [
+      "flipped checksum character",
+      () => {
+        const k = generateApiKey();
+        return k.slice(0, -1) + (k.endsWith("A") ? "B" : "A");
+      },
+    ],
   ])("invalid_api_key: malformed (%s)", async (_name, key) => {
     const reply = await postChat(app, typeof key === "string" ? key : key(), chat);
     expectDetail(reply, 401, "invalid_api_key");
@@ -116,7 +131,10 @@ describe("402", () => {
     const { account: a } = await app.admin.createAccount({ onboardingComplete: true }, { headers: app.adminHeaders });
     if (!a) throw new Error("no account");
     refusedAccounts.push(a.id);
-    const key = await app.admin.createApiKey({ accountId: a.id, rateLimitRps: 1000, burst: 1000 }, { headers: app.adminHeaders });
+    const key = await app.admin.createApiKey(
+      { accountId: a.id, rateLimitRps: 1000, burst: 1000 },
+      { headers: app.adminHeaders },
+    );
     const reply = await postChat(app, key.secret, chat);
     expectStructured(reply, 402, "onboarding_incomplete", "billing_error");
   });
@@ -151,7 +169,10 @@ describe("402", () => {
 
   it("subscription_canceled", async () => {
     const { apiKey, accountId } = await account();
-    await app.admin.updateAccount({ accountId, subscriptionStatus: SubscriptionStatus.CANCELED }, { headers: app.adminHeaders });
+    await app.admin.updateAccount(
+      { accountId, subscriptionStatus: SubscriptionStatus.CANCELED },
+      { headers: app.adminHeaders },
+    );
     const reply = await eventually(async () => {
       const r = await postChat(app, apiKey, chat);
       expect(r.status).toBe(402);
@@ -182,7 +203,12 @@ describe("404 and 413", () => {
   it("input_too_large counts every message, not only the last", async () => {
     const { apiKey } = await account();
     const half = "word ".repeat(17_000);
-    const reply = await postChat(app, apiKey, { messages: [{ role: "system", content: half }, { role: "user", content: half }] });
+    const reply = await postChat(app, apiKey, {
+      messages: [
+        { role: "system", content: half },
+        { role: "user", content: half },
+      ],
+    });
     expectStructured(reply, 413, "input_too_large", "invalid_request_error");
   });
 

@@ -1,7 +1,15 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Family, FuzzCase } from "./fuzz/case-arbitraries.ts";
-import { checkAlive, decodableOnCore, fuzzProperty, installProcessGuard, newStats, prepareTarget, type FuzzTarget } from "./fuzz/runner.ts";
+import {
+  checkAlive,
+  decodableOnCore,
+  fuzzProperty,
+  installProcessGuard,
+  newStats,
+  prepareTarget,
+  type FuzzTarget,
+} from "./fuzz/runner.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
 
 /**
@@ -17,7 +25,11 @@ const RUNS = Number(process.env.FUZZ_RUNS ?? 300);
 const PROPERTIES: Array<{ name: string; family: Family; only?: (c: FuzzCase) => boolean }> = [
   { name: "edge: hostile bodies, headers and framing", family: "edge" },
   { name: "core: Connect JSON and binary messages that decode", family: "core", only: decodableOnCore },
-  { name: "core: Connect JSON and binary messages that do not decode", family: "core", only: (c) => !decodableOnCore(c) },
+  {
+    name: "core: Connect JSON and binary messages that do not decode",
+    family: "core",
+    only: (c) => !decodableOnCore(c),
+  },
 ];
 
 describe(`fuzz sample (seed ${SEED}, ${RUNS} cases per property)`, () => {
@@ -37,9 +49,16 @@ describe(`fuzz sample (seed ${SEED}, ${RUNS} cases per property)`, () => {
   for (const p of PROPERTIES) {
     it(`${p.name}: each gets its documented answer, never a 5xx, and the process stays up`, async () => {
       const stats = newStats();
-      const property = fuzzProperty(target, p.family, guard, stats, { keepGoing: false, aliveEvery: 25, ...(p.only && { only: p.only }) });
+      const property = fuzzProperty(target, p.family, guard, stats, {
+        keepGoing: false,
+        aliveEvery: 25,
+        ...(p.only && { only: p.only }),
+      });
       const details = await fc.check(property, { numRuns: RUNS, seed: SEED });
-      if (details.failed) throw new Error(`${fc.defaultReportMessage(details)}\n${String(details.errorInstance)}\nReplay with FUZZ_SEED=${SEED}`);
+      if (details.failed)
+        throw new Error(
+          `${fc.defaultReportMessage(details)}\n${String(details.errorInstance)}\nReplay with FUZZ_SEED=${SEED}`,
+        );
       await checkAlive(target);
       expect(guard.problems).toEqual([]);
       expect(stats.done).toBe(RUNS);

@@ -7,11 +7,12 @@ import { startTestApp, type TestApp } from "./support/harness.ts";
 import { SLOW_MODEL, slowModels } from "./support/slow-model.ts";
 import { readStream } from "./support/stream-reader.ts";
 
-const streamSlow = (edgeUrl: string, apiKey: string) => fetch(`${edgeUrl}/v1/chat/completions`, {
-  method: "POST",
-  headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
-  body: JSON.stringify({ model: SLOW_MODEL, stream: true, messages: [{ role: "user", content: "Take your time." }] }),
-});
+const streamSlow = (edgeUrl: string, apiKey: string) =>
+  fetch(`${edgeUrl}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: SLOW_MODEL, stream: true, messages: [{ role: "user", content: "Take your time." }] }),
+  });
 
 /** An account's money read after its app closed: from the memory store itself, or from Redis. */
 async function balanceAfterClose(app: TestApp, accountId: string): Promise<Balance> {

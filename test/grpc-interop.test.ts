@@ -4,7 +4,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { generateApiKey } from "../src/services/auth/api-key.ts";
 import { balanceOf, usageRecordsOf } from "./support/envelopes.ts";
-import { grpcClient, isServiceError, loadProtos, metadataOf, methodOf, richStatusOf, serverStream, unary } from "./support/grpc.ts";
+import {
+  grpcClient,
+  isServiceError,
+  loadProtos,
+  metadataOf,
+  methodOf,
+  richStatusOf,
+  serverStream,
+  unary,
+} from "./support/grpc.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
 import { CHAT_MESSAGES } from "./support/http.ts";
 
@@ -24,7 +33,13 @@ const streamEventSchema = z.object({
   finishReason: z.string().optional(),
   usage: usageSchema.optional(),
 });
-const unaryChatSchema = z.object({ id: z.string(), model: z.string(), content: z.string(), finishReason: z.string(), usage: usageSchema });
+const unaryChatSchema = z.object({
+  id: z.string(),
+  model: z.string(),
+  content: z.string(),
+  finishReason: z.string(),
+  usage: usageSchema,
+});
 
 let app: TestApp;
 let client: Client;
@@ -36,7 +51,10 @@ const params = { params: { model: "service-extract", messages: CHAT_MESSAGES, te
 const bearer = (key: string): Metadata => metadataOf({ authorization: `Bearer ${key}` });
 
 async function failure(promise: Promise<unknown>) {
-  const err = await promise.then(() => undefined, (e: unknown) => e);
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   if (!isServiceError(err)) throw new Error(`expected a gRPC error, got ${String(err)}`);
   return err;
 }
@@ -151,7 +169,9 @@ describe("gRPC errors carry google.rpc.Status details", () => {
 
   it("unknown model: NOT_FOUND model_not_found; bad params: INVALID_ARGUMENT", async () => {
     const { apiKey } = await app.newAccount({ rps: 1000, burst: 1000 });
-    const notFound = await failure(unary(client, createChat, { params: { model: "nope", messages: CHAT_MESSAGES } }, bearer(apiKey)));
+    const notFound = await failure(
+      unary(client, createChat, { params: { model: "nope", messages: CHAT_MESSAGES } }, bearer(apiKey)),
+    );
     expect(notFound.code).toBe(GrpcStatus.NOT_FOUND);
     expect(richStatusOf(notFound).errorInfos.map((i) => i.reason)).toEqual(["model_not_found"]);
     const invalid = await failure(unary(client, createChat, { params: { messages: [] } }, bearer(apiKey)));

@@ -2,7 +2,11 @@ import { once } from "node:events";
 import { connect as h2connect, constants, type ClientHttp2Session, type Settings } from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create, toBinary, toJson } from "@bufbuild/protobuf";
-import { ChatParamsSchema, FinishReason, StreamChatCompletionRequestSchema } from "../gen/sluice/completion/v1/completion_service_pb.ts";
+import {
+  ChatParamsSchema,
+  FinishReason,
+  StreamChatCompletionRequestSchema,
+} from "../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { Engine, EngineEvent } from "../src/engines/engine.ts";
 import { registryWith } from "./support/engines.ts";
 import { eventually, expectRetryAfter, expectStructured } from "./support/envelopes.ts";
@@ -57,18 +61,31 @@ function gatedEngine(): Engine & { startedCalls(n: number): Promise<void>; open(
   return {
     generate,
     ready: () => Promise.resolve(),
-    startedCalls: (n) => (started >= n ? Promise.resolve() : new Promise((resolve) => { waiters.push({ n, resolve }); })),
+    startedCalls: (n) =>
+      started >= n
+        ? Promise.resolve()
+        : new Promise((resolve) => {
+            waiters.push({ n, resolve });
+          }),
     open: openGate,
   };
 }
 
-const chatBody = (model: string, stream: boolean) => ({ model, stream, messages: [{ role: "user", content: "Where do rivers carry water?" }] });
+const chatBody = (model: string, stream: boolean) => ({
+  model,
+  stream,
+  messages: [{ role: "user", content: "Where do rivers carry water?" }],
+});
 
 describe("edge timeouts (issue 7, defect 6)", () => {
   let app: TestApp;
   let apiKey: string;
   beforeAll(async () => {
-    app = await startTestApp({ SLUICE_HEADERS_TIMEOUT_MS: "300", SLUICE_REQUEST_TIMEOUT_MS: "600", SLUICE_KEEPALIVE_TIMEOUT_MS: "300" });
+    app = await startTestApp({
+      SLUICE_HEADERS_TIMEOUT_MS: "300",
+      SLUICE_REQUEST_TIMEOUT_MS: "600",
+      SLUICE_KEEPALIVE_TIMEOUT_MS: "300",
+    });
     ({ apiKey } = await app.newAccount({ rps: 1000, burst: 1000 }));
   });
   afterAll(async () => {
@@ -77,19 +94,30 @@ describe("edge timeouts (issue 7, defect 6)", () => {
 
   it("closes 20 connections that never finish their headers, with a 408, while /healthz answers", async () => {
     const sockets: RawConnection[] = await Promise.all(Array.from({ length: 20 }, () => openRaw(app.edgeUrl)));
-    sockets.forEach((s, i) => s.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nX-Partial-${i}: half`));
+    for (const [i, s] of sockets.entries()) {
+      s.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nX-Partial-${i}: half`);
+    }
     expect(await rawGet(app.edgeUrl, "/healthz")).toBe(200);
-    const texts = await Promise.all(sockets.map((s, i) => s.closed(GUARD_MS, `half-sent headers on connection ${i} were never timed out`)));
+    const texts = await Promise.all(
+      sockets.map((s, i) => s.closed(GUARD_MS, `half-sent headers on connection ${i} were never timed out`)),
+    );
     for (const text of texts) expect(text === "" || statusOf(text) === 408, JSON.stringify(text)).toBe(true);
     expect(await rawGet(app.edgeUrl, "/healthz")).toBe(200);
   });
 
   it("answers 408 and closes a request whose announced body never comes", async () => {
     const conn = await openRaw(app.edgeUrl);
-    conn.socket.write([
-      "POST /v1/chat/completions HTTP/1.1", "Host: edge", `Authorization: Bearer ${apiKey}`,
-      "Content-Type: application/json", "Content-Length: 1000", "", "",
-    ].join("\r\n"));
+    conn.socket.write(
+      [
+        "POST /v1/chat/completions HTTP/1.1",
+        "Host: edge",
+        `Authorization: Bearer ${apiKey}`,
+        "Content-Type: application/json",
+        "Content-Length: 1000",
+        "",
+        "",
+      ].join("\r\n"),
+    );
     const text = await conn.closed(GUARD_MS, "a request with a missing body was never timed out");
     expect(statusOf(text)).toBe(408);
   });
@@ -157,12 +185,15 @@ describe("core h2c limits (issue 7, defect 6)", () => {
   let coreUrl: string;
   let apiKey: string;
   beforeAll(async () => {
-    app = await startTestApp({
-      SLUICE_MAX_STREAMS_PER_CONNECTION: String(MAX_STREAMS),
-      SLUICE_HEADERS_TIMEOUT_MS: "300",
-      SLUICE_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
-      SLUICE_IDLE_TIMEOUT_MS: String(IDLE_TIMEOUT_MS),
-    }, { models: registryWith([...engines].map(([name, engine]) => ({ name, engine }))) });
+    app = await startTestApp(
+      {
+        SLUICE_MAX_STREAMS_PER_CONNECTION: String(MAX_STREAMS),
+        SLUICE_HEADERS_TIMEOUT_MS: "300",
+        SLUICE_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+        SLUICE_IDLE_TIMEOUT_MS: String(IDLE_TIMEOUT_MS),
+      },
+      { models: registryWith([...engines].map(([name, engine]) => ({ name, engine }))) },
+    );
     coreUrl = app.coreUrl ?? "";
     ({ apiKey } = await app.newAccount({ rps: 1000, burst: 1000 }));
   });
@@ -171,7 +202,8 @@ describe("core h2c limits (issue 7, defect 6)", () => {
     await app?.close();
   });
 
-  const params = (model: string) => create(ChatParamsSchema, { model, messages: [{ role: "user", content: "Where do rivers carry water?" }] });
+  const params = (model: string) =>
+    create(ChatParamsSchema, { model, messages: [{ role: "user", content: "Where do rivers carry water?" }] });
   const CHAT_PATH = "/sluice.completion.v1.CompletionService/";
 
   /** Opens a chat call on `model` with a whole request, in the protocol and shape its name says (Connect streaming by default). */
@@ -179,21 +211,52 @@ describe("core h2c limits (issue 7, defect 6)", () => {
     const headers = { ":method": "POST", authorization: `Bearer ${apiKey}` };
     const options = { end: true, guardMs: 4 * GUARD_MS, label };
     if (model.includes("grpc")) {
-      const message = Buffer.from(toBinary(StreamChatCompletionRequestSchema, create(StreamChatCompletionRequestSchema, { params: params(model) })));
-      return h2Exchange(session, { ...headers, ":path": `${CHAT_PATH}StreamChatCompletion`, "content-type": "application/grpc", te: "trailers" }, [grpcFrameHeader(message.length), message], options);
+      const message = Buffer.from(
+        toBinary(
+          StreamChatCompletionRequestSchema,
+          create(StreamChatCompletionRequestSchema, { params: params(model) }),
+        ),
+      );
+      return h2Exchange(
+        session,
+        { ...headers, ":path": `${CHAT_PATH}StreamChatCompletion`, "content-type": "application/grpc", te: "trailers" },
+        [grpcFrameHeader(message.length), message],
+        options,
+      );
     }
     const json = Buffer.from(JSON.stringify({ params: toJson(ChatParamsSchema, params(model)) }));
     if (model.includes("unary")) {
-      return h2Exchange(session, { ...headers, ":path": `${CHAT_PATH}CreateChatCompletion`, "content-type": "application/json", "connect-protocol-version": "1" }, [json], options);
+      return h2Exchange(
+        session,
+        {
+          ...headers,
+          ":path": `${CHAT_PATH}CreateChatCompletion`,
+          "content-type": "application/json",
+          "connect-protocol-version": "1",
+        },
+        [json],
+        options,
+      );
     }
     // Connect's envelope: a flags byte and a length, as gRPC's.
-    return h2Exchange(session, { ...headers, ":path": `${CHAT_PATH}StreamChatCompletion`, "content-type": "application/connect+json", "connect-protocol-version": "1" }, [grpcFrameHeader(json.length), json], options);
+    return h2Exchange(
+      session,
+      {
+        ...headers,
+        ":path": `${CHAT_PATH}StreamChatCompletion`,
+        "content-type": "application/connect+json",
+        "connect-protocol-version": "1",
+      },
+      [grpcFrameHeader(json.length), json],
+      options,
+    );
   };
 
   /** Asserts a whole, successful answer (gRPC status 0 for gRPC) that carried the gated engine's text. */
   const expectAnswered = (reply: H2Reply) => {
     expect({ status: reply.headers?.[":status"], ended: reply.ended }).toEqual({ status: 200, ended: true });
-    if (String(reply.headers?.["content-type"]).startsWith("application/grpc")) expect(reply.trailers?.["grpc-status"]).toBe("0");
+    if (String(reply.headers?.["content-type"]).startsWith("application/grpc"))
+      expect(reply.trailers?.["grpc-status"]).toBe("0");
     const text = reply.body.toString("utf8");
     expect(text).toContain("Rivers");
     expect(text).not.toContain('"error"');
@@ -202,7 +265,9 @@ describe("core h2c limits (issue 7, defect 6)", () => {
   it("advertises SLUICE_MAX_STREAMS_PER_CONNECTION as its maxConcurrentStreams", async () => {
     const session = h2connect(coreUrl);
     try {
-      const [settings] = (await within(once(session, "remoteSettings"), GUARD_MS, "no SETTINGS from the core")) as [Settings];
+      const [settings] = (await within(once(session, "remoteSettings"), GUARD_MS, "no SETTINGS from the core")) as [
+        Settings,
+      ];
       expect(settings.maxConcurrentStreams).toBe(MAX_STREAMS);
       expect(session.remoteSettings.maxConcurrentStreams).toBe(MAX_STREAMS);
     } finally {
@@ -214,41 +279,72 @@ describe("core h2c limits (issue 7, defect 6)", () => {
     const session = await openH2c(coreUrl);
     try {
       const headers = {
-        ":method": "POST", ":path": "/sluice.completion.v1.CompletionService/CreateChatCompletion",
-        "content-type": "application/json", "content-length": "1000", authorization: `Bearer ${apiKey}`,
+        ":method": "POST",
+        ":path": "/sluice.completion.v1.CompletionService/CreateChatCompletion",
+        "content-type": "application/json",
+        "content-length": "1000",
+        authorization: `Bearer ${apiKey}`,
       };
       const startedAt = Date.now();
-      const reply = await h2Exchange(session, headers, [Buffer.from('{"params":{')], { end: false, guardMs: GUARD_MS, label: "a half-open stream with a valid key" });
-      expect({ headers: reply.headers, rstCode: reply.rstCode }).toEqual({ headers: undefined, rstCode: constants.NGHTTP2_CANCEL });
+      const reply = await h2Exchange(session, headers, [Buffer.from('{"params":{')], {
+        end: false,
+        guardMs: GUARD_MS,
+        label: "a half-open stream with a valid key",
+      });
+      expect({ headers: reply.headers, rstCode: reply.rstCode }).toEqual({
+        headers: undefined,
+        rstCode: constants.NGHTTP2_CANCEL,
+      });
       // A reset, not a refusal: it came once the request timeout had passed.
       expect(Date.now() - startedAt).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 20);
       // Only the stream is reset; the session still serves.
-      const ok = await h2Exchange(session, { ":method": "POST", ":path": "/sluice.completion.v1.CompletionService/ListModels", "content-type": "application/json", authorization: `Bearer ${apiKey}` }, [Buffer.from("{}")], { end: true, guardMs: GUARD_MS, label: "ListModels after the reset" });
+      const ok = await h2Exchange(
+        session,
+        {
+          ":method": "POST",
+          ":path": "/sluice.completion.v1.CompletionService/ListModels",
+          "content-type": "application/json",
+          authorization: `Bearer ${apiKey}`,
+        },
+        [Buffer.from("{}")],
+        { end: true, guardMs: GUARD_MS, label: "ListModels after the reset" },
+      );
       expect(ok.headers?.[":status"]).toBe(200);
     } finally {
       session.destroy();
     }
   });
 
-  it.each(SLOW_CALLS)("does not reset $name whose request is whole but whose answer takes longer than the request timeout", async ({ name, model }) => {
-    const session = await openH2c(coreUrl);
-    const engine = engineOf(model);
-    try {
-      const slow = slowCall(session, model, `${name} held past the request timeout`);
-      await within(engine.startedCalls(1), GUARD_MS, `${name} never reached its engine`);
-      // A half-open probe opened after the call is reset once the request timeout passes: by
-      // then the call, older and whole, has outlived the request timeout too.
-      const probe = await h2Exchange(session, {
-        ":method": "POST", ":path": `${CHAT_PATH}CreateChatCompletion`,
-        "content-type": "application/grpc", te: "trailers", authorization: `Bearer ${apiKey}`,
-      }, [grpcFrameHeader(100)], { end: false, guardMs: GUARD_MS, label: "a half-open probe stream" });
-      expect(probe.rstCode).toBe(constants.NGHTTP2_CANCEL);
-      engine.open();
-      expectAnswered(await slow);
-    } finally {
-      session.destroy();
-    }
-  });
+  it.each(SLOW_CALLS)(
+    "does not reset $name whose request is whole but whose answer takes longer than the request timeout",
+    async ({ name, model }) => {
+      const session = await openH2c(coreUrl);
+      const engine = engineOf(model);
+      try {
+        const slow = slowCall(session, model, `${name} held past the request timeout`);
+        await within(engine.startedCalls(1), GUARD_MS, `${name} never reached its engine`);
+        // A half-open probe opened after the call is reset once the request timeout passes: by
+        // then the call, older and whole, has outlived the request timeout too.
+        const probe = await h2Exchange(
+          session,
+          {
+            ":method": "POST",
+            ":path": `${CHAT_PATH}CreateChatCompletion`,
+            "content-type": "application/grpc",
+            te: "trailers",
+            authorization: `Bearer ${apiKey}`,
+          },
+          [grpcFrameHeader(100)],
+          { end: false, guardMs: GUARD_MS, label: "a half-open probe stream" },
+        );
+        expect(probe.rstCode).toBe(constants.NGHTTP2_CANCEL);
+        engine.open();
+        expectAnswered(await slow);
+      } finally {
+        session.destroy();
+      }
+    },
+  );
 
   it("closes an idle session after SLUICE_IDLE_TIMEOUT_MS", async () => {
     const session = await openH2c(coreUrl);
@@ -298,7 +394,10 @@ describe("calls in flight per process (issue 7, defect 6)", () => {
   let app: TestApp;
   let apiKey: string;
   beforeAll(async () => {
-    app = await startTestApp({ SLUICE_MAX_CALLS_IN_FLIGHT: "2" }, { models: registryWith([{ name: "gated", engine }]) });
+    app = await startTestApp(
+      { SLUICE_MAX_CALLS_IN_FLIGHT: "2" },
+      { models: registryWith([{ name: "gated", engine }]) },
+    );
     ({ apiKey } = await app.newAccount({ rps: 1000, burst: 1000 }));
   });
   afterAll(async () => {
@@ -307,12 +406,19 @@ describe("calls in flight per process (issue 7, defect 6)", () => {
   });
 
   it("refuses a third call with 503 and Retry-After while two are in flight, and serves again once they end", async () => {
-    const first: Array<Promise<Reply>> = [postChat(app, apiKey, chatBody("gated", true)), postChat(app, apiKey, chatBody("gated", true))];
+    const first: Array<Promise<Reply>> = [
+      postChat(app, apiKey, chatBody("gated", true)),
+      postChat(app, apiKey, chatBody("gated", true)),
+    ];
     // Awaited below; a run that fails earlier must not leave them unhandled.
     for (const call of first) call.catch(() => undefined);
     await within(engine.startedCalls(2), GUARD_MS, "two gated calls never reached their engine");
 
-    const third = await within(postChat(app, apiKey, chatBody("gated", true)), GUARD_MS, "a third call was queued instead of refused");
+    const third = await within(
+      postChat(app, apiKey, chatBody("gated", true)),
+      GUARD_MS,
+      "a third call was queued instead of refused",
+    );
     expectStructured(third, 503, "service_unavailable", "service_unavailable");
     expectRetryAfter(third);
 
@@ -322,7 +428,11 @@ describe("calls in flight per process (issue 7, defect 6)", () => {
       expect(reply.text).toContain("Rivers");
       expect(reply.text).toContain("data: [DONE]");
     }
-    const after = await within(postChat(app, apiKey, chatBody("gated", false)), GUARD_MS, "a call after the first two was not served");
+    const after = await within(
+      postChat(app, apiKey, chatBody("gated", false)),
+      GUARD_MS,
+      "a call after the first two was not served",
+    );
     expect(after.status).toBe(200);
   });
 });

@@ -17,7 +17,9 @@ describe("/metrics", () => {
     expect(res.status).toBe(200);
     const text = await (await fetch(`${app.metricsUrl}/metrics`)).text();
     expect(text).toMatch(/^sluice_http_requests_total\{route="\/v1\/me",method="GET",status="200"\} [1-9]\d*$/m);
-    expect(text).toMatch(/^sluice_rpcs_total\{rpc="sluice\.identity\.v1\.IdentityService\/GetCaller",code="OK"\} [1-9]\d*$/m);
+    expect(text).toMatch(
+      /^sluice_rpcs_total\{rpc="sluice\.identity\.v1\.IdentityService\/GetCaller",code="OK"\} [1-9]\d*$/m,
+    );
     const commands = Number(/^sluice_redis_commands_total (\d+)$/m.exec(text)?.[1]);
     if (TEST_STORE === "redis") expect(commands).toBeGreaterThan(0);
     else expect(commands).toBe(0);

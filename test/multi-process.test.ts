@@ -27,8 +27,14 @@ let admin: AdminHandle;
 beforeAll(async () => {
   redis = await startRedisServer();
   const env = {
-    PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1", REDIS_URL: redis.url,
-    SLUICE_ADMIN_TOKEN: ADMIN_TOKEN, SLUICE_LOG: "warn", SLUICE_DEV_BOOTSTRAP: "off",
+    PORT: "0",
+    GRPC_PORT: "0",
+    METRICS_PORT: "0",
+    HOST: "127.0.0.1",
+    REDIS_URL: redis.url,
+    SLUICE_ADMIN_TOKEN: ADMIN_TOKEN,
+    SLUICE_LOG: "warn",
+    SLUICE_DEV_BOOTSTRAP: "off",
     // This suite is about the billing invariants under contention: four servers, Redis and the
     // load share two cores, and a 503 from a starved moment would only be noise here. Stalls
     // and their 503s are tested in redis-frozen.test.ts.
@@ -57,12 +63,20 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * (not waiting for the previous one, so a busy process cannot thin the samples out), until
  * `done.stopped`. A sample the Admin API fails to answer is counted, not fatal.
  */
-async function sampleBalances(accountId: string, done: { stopped: boolean }): Promise<{ sums: bigint[]; failed: string[] }> {
+async function sampleBalances(
+  accountId: string,
+  done: { stopped: boolean },
+): Promise<{ sums: bigint[]; failed: string[] }> {
   const admins = procs.map((p) => adminOf(p.coreUrl, ADMIN_TOKEN));
   const pending: Array<Promise<bigint | string>> = [];
   for (let i = 0; !done.stopped; i++) {
     const client = admins[i % admins.length] ?? admin;
-    pending.push(client.balance(accountId).then((b) => b.spent + b.reserved, (err: unknown) => String(err)));
+    pending.push(
+      client.balance(accountId).then(
+        (b) => b.spent + b.reserved,
+        (err: unknown) => String(err),
+      ),
+    );
     await sleep(50);
   }
   const results = await Promise.all(pending);
@@ -78,12 +92,15 @@ describe("four Sluice processes sharing one Redis", () => {
     const started = Date.now();
     // A third stream; max_tokens small (8, 16), roomy (64), large (1024) or missing (4,096).
     const maxTokensOf = (i: number) => [8, 16, 64, 1024, undefined][i % 5];
-    const outcomes = await pool(CALLS, IN_FLIGHT, (i) => chatOnce(edge(i), apiKey, chatBody(i, i % 3 === 0, maxTokensOf(i))));
+    const outcomes = await pool(CALLS, IN_FLIGHT, (i) =>
+      chatOnce(edge(i), apiKey, chatBody(i, i % 3 === 0, maxTokensOf(i))),
+    );
     const seconds = (Date.now() - started) / 1000;
     sampling.stopped = true;
     const { sums: samples, failed: failedSamples } = await sampler;
 
-    const of = <K extends ChatOutcome["kind"]>(kind: K) => outcomes.filter((o): o is Extract<ChatOutcome, { kind: K }> => o.kind === kind);
+    const of = <K extends ChatOutcome["kind"]>(kind: K) =>
+      outcomes.filter((o): o is Extract<ChatOutcome, { kind: K }> => o.kind === kind);
     const json = of("json");
     const done = of("sse-done");
     const aborted = of("sse-abort");
@@ -93,38 +110,71 @@ describe("four Sluice processes sharing one Redis", () => {
     const records = await admin.usageRecords(accountId);
     const partial = BigInt((await raw?.get(`sluice:{a:${accountId}}:p:${period}:partial`)) ?? "0");
     const recordSum = records.reduce((sum, r) => sum + r.costUsdMicros, 0n);
-    console.log(`[multi-process billing] ${CALLS} calls over ${PROCESSES} processes in ${seconds.toFixed(1)} s `
-      + `(${(CALLS / seconds).toFixed(0)} req/s): ${json.length} JSON + ${done.length} SSE completed, `
-      + `${aborted.length} SSE spend-cap aborts, ${refused.length} x 402, ${other.length} other; `
-      + `cap ${CAP}, spent ${balance.spent} (records ${recordSum} + partial ${partial}), reserved ${balance.reserved}, `
-      + `${records.length} records, ${samples.length} balance samples (max ${samples.reduce((m, s) => (s > m ? s : m), 0n)}, ${failedSamples.length} failed)`);
+    console.log(
+      `[multi-process billing] ${CALLS} calls over ${PROCESSES} processes in ${seconds.toFixed(1)} s ` +
+        `(${(CALLS / seconds).toFixed(0)} req/s): ${json.length} JSON + ${done.length} SSE completed, ` +
+        `${aborted.length} SSE spend-cap aborts, ${refused.length} x 402, ${other.length} other; ` +
+        `cap ${CAP}, spent ${balance.spent} (records ${recordSum} + partial ${partial}), reserved ${balance.reserved}, ` +
+        // biome-ignore lint/complexity/useMathMinMax: the samples are bigints, which Math.max refuses.
+        `${records.length} records, ${samples.length} balance samples (max ${samples.reduce((m, s) => (s > m ? s : m), 0n)}, ${failedSamples.length} failed)`,
+    );
     if (failedSamples.length > 0) console.log("[multi-process billing] failed balance samples:", failedSamples[0]);
-    if (other.length > 0) console.log("[multi-process billing] unexpected:", other.slice(0, 5).map((o) => JSON.stringify(o)).join("\n"));
+    if (other.length > 0)
+      console.log(
+        "[multi-process billing] unexpected:",
+        other
+          .slice(0, 5)
+          .map((o) => JSON.stringify(o))
+          .join("\n"),
+      );
 
     // Soft checks: one run reports every broken invariant, not only the first.
-    expect.soft(other.slice(0, 5).map((o) => JSON.stringify(o)), `${other.length} unexpected outcomes`).toEqual([]);
+    expect
+      .soft(
+        other.slice(0, 5).map((o) => JSON.stringify(o)),
+        `${other.length} unexpected outcomes`,
+      )
+      .toEqual([]);
     expect(outcomes).toHaveLength(CALLS);
     expect.soft(json.length + done.length, "completed calls").toBeGreaterThan(0);
     expect.soft(refused.length, "402 refusals").toBeGreaterThan(0);
-    expect.soft(refused.filter((r) => !(r.retryAfter >= 1)), "402s without Retry-After >= 1").toEqual([]);
+    expect
+      .soft(
+        refused.filter((r) => !(r.retryAfter >= 1)),
+        "402s without Retry-After >= 1",
+      )
+      .toEqual([]);
 
     // At every sampled instant, and at the end: spent + live holds within the cap.
     expect.soft(samples.length, "balance samples").toBeGreaterThan(0);
-    expect.soft(samples.filter((s) => s > CAP), "samples above the cap").toEqual([]);
+    expect
+      .soft(
+        samples.filter((s) => s > CAP),
+        "samples above the cap",
+      )
+      .toEqual([]);
     expect.soft(balance.cap).toBe(CAP);
     expect.soft(balance.spent, "spent <= cap").toBeLessThanOrEqual(CAP);
     const holds = await raw?.hlen(`sluice:{a:${accountId}}:p:${period}:resv`);
-    expect.soft({ reserved: balance.reserved, holds }, "no live reservation once every call has ended").toEqual({ reserved: 0n, holds: 0 });
+    expect
+      .soft({ reserved: balance.reserved, holds }, "no live reservation once every call has ended")
+      .toEqual({ reserved: 0n, holds: 0 });
 
     // Exactly one record per completed call, none for anything else.
     const completedIds = [...json, ...done].map((o) => o.id);
     expect.soft(new Set(completedIds).size, "distinct completion ids").toBe(completedIds.length);
-    expect.soft(records.map((r) => r.id).sort(), "usage record ids = completed call ids").toEqual([...completedIds].sort());
+    expect
+      .soft(records.map((r) => r.id).sort(), "usage record ids = completed call ids")
+      .toEqual([...completedIds].sort());
     const usageById = new Map([...json, ...done].map((o) => [o.id, o.usage]));
     for (const r of records) {
       const usage = usageById.get(r.id);
-      expect.soft({ id: r.id, p: r.promptTokens, c: r.completionTokens }).toEqual({ id: r.id, p: BigInt(usage?.prompt_tokens ?? -1), c: BigInt(usage?.completion_tokens ?? -1) });
-      const cost = Math.ceil((Number(r.promptTokens) * PRICE.input + Number(r.completionTokens) * PRICE.output) / 1_000_000);
+      expect
+        .soft({ id: r.id, p: r.promptTokens, c: r.completionTokens })
+        .toEqual({ id: r.id, p: BigInt(usage?.prompt_tokens ?? -1), c: BigInt(usage?.completion_tokens ?? -1) });
+      const cost = Math.ceil(
+        (Number(r.promptTokens) * PRICE.input + Number(r.completionTokens) * PRICE.output) / 1_000_000,
+      );
       expect.soft(r.costUsdMicros, `cost of ${r.id}`).toBe(BigInt(cost));
     }
 
@@ -151,16 +201,23 @@ describe("four Sluice processes sharing one Redis", () => {
     for (let i = 0; Date.now() - started < DURATION_MS; i++) {
       const due = started + (i * 1000) / OFFERED;
       if (due > Date.now()) await sleep(due - Date.now());
-      replies.push(fetch(`${edge(i)}/v1/me`, { headers: { authorization: `Bearer ${apiKey}` } })
-        .then(async (res) => ({ status: res.status, headers: res.headers, text: await res.text() })));
+      replies.push(
+        fetch(`${edge(i)}/v1/me`, { headers: { authorization: `Bearer ${apiKey}` } }).then(async (res) => ({
+          status: res.status,
+          headers: res.headers,
+          text: await res.text(),
+        })),
+      );
     }
     const settled = await Promise.all(replies);
     const elapsed = (Date.now() - started) / 1000;
     const allowed = settled.filter((r) => r.status === 200);
     const denied = settled.filter((r) => r.status === 429);
-    console.log(`[multi-process rate limit] ${settled.length} requests in ${elapsed.toFixed(2)} s `
-      + `(${(settled.length / elapsed).toFixed(1)} req/s offered over ${PROCESSES} edges): ${allowed.length} allowed, `
-      + `${denied.length} denied; limit ${RPS}/s burst ${BURST} -> expected about ${(BURST + RPS * elapsed).toFixed(1)}`);
+    console.log(
+      `[multi-process rate limit] ${settled.length} requests in ${elapsed.toFixed(2)} s ` +
+        `(${(settled.length / elapsed).toFixed(1)} req/s offered over ${PROCESSES} edges): ${allowed.length} allowed, ` +
+        `${denied.length} denied; limit ${RPS}/s burst ${BURST} -> expected about ${(BURST + RPS * elapsed).toFixed(1)}`,
+    );
 
     expect(allowed.length + denied.length).toBe(settled.length);
     expect(allowed.length).toBeLessThanOrEqual(BURST + RPS * elapsed + 2);

@@ -16,15 +16,40 @@ type Counted = "findApiKeyByHash" | "admit" | "settle" | "release" | "reserve" |
 /** A memory store that counts the calls of the methods a chat call may make. */
 function countingStore(): { store: Store; counts: Record<Counted, number> } {
   const inner = createMemoryStore();
-  const counts: Record<Counted, number> = { findApiKeyByHash: 0, admit: 0, settle: 0, release: 0, reserve: 0, getAccount: 0 };
+  const counts: Record<Counted, number> = {
+    findApiKeyByHash: 0,
+    admit: 0,
+    settle: 0,
+    release: 0,
+    reserve: 0,
+    getAccount: 0,
+  };
   const store: Store = {
     ...inner,
-    findApiKeyByHash: (hash) => { counts.findApiKeyByHash++; return inner.findApiKeyByHash(hash); },
-    admit: (key, now, reserve) => { counts.admit++; return inner.admit(key, now, reserve); },
-    settle: (request) => { counts.settle++; return inner.settle(request); },
-    release: (a, p, id) => { counts.release++; return inner.release(a, p, id); },
-    reserve: (request) => { counts.reserve++; return inner.reserve(request); },
-    getAccount: (id) => { counts.getAccount++; return inner.getAccount(id); },
+    findApiKeyByHash: (hash) => {
+      counts.findApiKeyByHash++;
+      return inner.findApiKeyByHash(hash);
+    },
+    admit: (key, now, reserve) => {
+      counts.admit++;
+      return inner.admit(key, now, reserve);
+    },
+    settle: (request) => {
+      counts.settle++;
+      return inner.settle(request);
+    },
+    release: (a, p, id) => {
+      counts.release++;
+      return inner.release(a, p, id);
+    },
+    reserve: (request) => {
+      counts.reserve++;
+      return inner.reserve(request);
+    },
+    getAccount: (id) => {
+      counts.getAccount++;
+      return inner.getAccount(id);
+    },
   };
   return { store, counts };
 }
@@ -62,6 +87,6 @@ describe("one of each per chat call", () => {
     expect((await postChat(app, apiKey, { messages: CHAT_MESSAGES, stream })).status).toBe(200);
     const before = await redisCommands(app);
     expect((await postChat(app, apiKey, { messages: CHAT_MESSAGES, stream })).status).toBe(200);
-    expect(await redisCommands(app) - before).toBe(2);
+    expect((await redisCommands(app)) - before).toBe(2);
   });
 });

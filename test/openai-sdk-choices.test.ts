@@ -15,12 +15,21 @@ describe("n choices through the openai SDK", () => {
   });
 
   const messages = [
-    { role: "system" as const, content: "Sluices meter water. Gateways meter spend. Caps stop overspending. Keys are rate limited." },
+    {
+      role: "system" as const,
+      content: "Sluices meter water. Gateways meter spend. Caps stop overspending. Keys are rate limited.",
+    },
     { role: "user" as const, content: "What do gateways meter?" },
   ];
 
   it("returns n choices with their indexes", async () => {
-    const reply = await client.chat.completions.create({ model: "service-extract", messages, n: 2, temperature: 1, seed: 3 });
+    const reply = await client.chat.completions.create({
+      model: "service-extract",
+      messages,
+      n: 2,
+      temperature: 1,
+      seed: 3,
+    });
     expect(reply.choices.map((c) => c.index)).toEqual([0, 1]);
     expect(reply.choices.every((c) => (c.message.content ?? "").length > 0 && c.finish_reason === "stop")).toBe(true);
   });

@@ -11,7 +11,9 @@ import { CHAT_MESSAGES } from "./support/http.ts";
 let app: TestApp;
 let client: OpenAI;
 let accountId: string;
-const messages: ChatCompletionMessageParam[] = CHAT_MESSAGES.map((m) => (m.role === "system" ? { role: "system", content: m.content } : { role: "user", content: m.content }));
+const messages: ChatCompletionMessageParam[] = CHAT_MESSAGES.map((m) =>
+  m.role === "system" ? { role: "system", content: m.content } : { role: "user", content: m.content },
+);
 
 const sdk = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${app.edgeUrl}/v1`, maxRetries: 0, timeout: 10_000 });
 
@@ -53,7 +55,12 @@ describe("openai SDK against the edge", () => {
 
   it("streaming yields the same text as the non-streaming call at temperature 0, then usage", async () => {
     const whole = await client.chat.completions.create({ model: "service-extract", messages, temperature: 0 });
-    const stream = await client.chat.completions.create({ model: "service-extract", messages, temperature: 0, stream: true });
+    const stream = await client.chat.completions.create({
+      model: "service-extract",
+      messages,
+      temperature: 0,
+      stream: true,
+    });
     let text = "";
     let firstRole: string | undefined;
     let sawFirst = false;
@@ -104,10 +111,12 @@ describe("openai SDK against the edge", () => {
 describe("openai SDK errors", () => {
   it("402 spend_cap_exceeded surfaces as an APIError with status and code", async () => {
     const poor = await app.newAccount({ capUsdMicros: 1n, rps: 1000, burst: 1000 });
-    const err = await sdk(poor.apiKey).chat.completions.create({ model: "service-extract", messages }).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await sdk(poor.apiKey)
+      .chat.completions.create({ model: "service-extract", messages })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(err).toBeInstanceOf(APIError);
     if (!(err instanceof APIError)) return;
     expect(err.status).toBe(402);
@@ -119,10 +128,12 @@ describe("openai SDK errors", () => {
 
   it("402 also surfaces on a streaming call before the stream starts", async () => {
     const poor = await app.newAccount({ capUsdMicros: 1n, rps: 1000, burst: 1000 });
-    const err = await sdk(poor.apiKey).chat.completions.create({ model: "service-extract", messages, stream: true }).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await sdk(poor.apiKey)
+      .chat.completions.create({ model: "service-extract", messages, stream: true })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(err).toBeInstanceOf(APIError);
     if (!(err instanceof APIError)) return;
     expect(err.status).toBe(402);
@@ -147,10 +158,12 @@ describe("openai SDK errors", () => {
   });
 
   it("401 invalid_api_key surfaces as an AuthenticationError", async () => {
-    const err = await sdk("svc_sk_not-a-key").chat.completions.create({ model: "service-extract", messages }).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await sdk("svc_sk_not-a-key")
+      .chat.completions.create({ model: "service-extract", messages })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(err).toBeInstanceOf(AuthenticationError);
     if (!(err instanceof APIError)) return;
     expect(err.status).toBe(401);

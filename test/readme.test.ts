@@ -10,7 +10,12 @@ const readme = readFileSync(join(import.meta.dirname, "..", "README.md"), "utf8"
 describe("README", () => {
   it("opens with the two set-up commands", () => {
     const block = /```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
-    expect(block.split("\n").filter(Boolean).map((l) => l.split("#")[0]?.trim())).toEqual(["npm ci && npm start", "npm test"]);
+    expect(
+      block
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => l.split("#")[0]?.trim()),
+    ).toEqual(["npm ci && npm start", "npm test"]);
   });
 
   it.each(Object.entries(configSchema.shape))("documents %s in the configuration table", (name, schema) => {

@@ -28,13 +28,18 @@ const FAIL_FAST_MS = 1000;
 const SLOW_TEXT = Array.from({ length: SLOW_PACE.deltas }, (_, i) => ` w${i}`).join("");
 
 /** Runs a request with a hang guard and measures its wall time. */
-async function timed(name: string, send: (signal: AbortSignal) => Promise<Reply>): Promise<{ reply: Reply; ms: number }> {
+async function timed(
+  name: string,
+  send: (signal: AbortSignal) => Promise<Reply>,
+): Promise<{ reply: Reply; ms: number }> {
   const started = performance.now();
   try {
     const reply = await send(AbortSignal.timeout(HANG_MS));
     return { reply, ms: performance.now() - started };
   } catch (err) {
-    throw new Error(`${name}: no answer within ${HANG_MS} ms (a hang?): ${err instanceof Error ? err.message : String(err)}`);
+    throw new Error(
+      `${name}: no answer within ${HANG_MS} ms (a hang?): ${err instanceof Error ? err.message : String(err)}`,
+    );
   }
 }
 
@@ -80,7 +85,12 @@ async function startStream(edgeUrl: string, apiKey: string): Promise<StreamReade
 
 /** Reads Redis INFO sections straight from the server, bypassing the app. */
 async function redisInfo(url: string, section: string): Promise<string> {
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null });
+  const client = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+  });
   client.on("error", () => undefined);
   try {
     await client.connect();
@@ -121,7 +131,10 @@ describe("Redis outage and recovery: one app, an AOF redis-server of its own", (
 
   beforeAll(async () => {
     redis = await startRedisServer({ appendonly: true });
-    app = await startTestApp({ REDIS_URL: redis.url, SLUICE_RESERVATION_TTL_MS: String(TTL_MS) }, { models: slowModels() });
+    app = await startTestApp(
+      { REDIS_URL: redis.url, SLUICE_RESERVATION_TTL_MS: String(TTL_MS) },
+      { models: slowModels() },
+    );
   });
 
   afterAll(async () => {
@@ -138,8 +151,14 @@ describe("Redis outage and recovery: one app, an AOF redis-server of its own", (
     try {
       const requests: Array<[string, (signal: AbortSignal) => Promise<Reply>]> = [
         ["GET /v1/me", (signal) => get(app, "/v1/me", apiKey, signal)],
-        ["POST /v1/chat/completions", (signal) => postChat(app, apiKey, { model: "service-extract", messages: CHAT_MESSAGES }, { signal })],
-        ["POST /v1/chat/completions (stream)", (signal) => postChat(app, apiKey, { model: SLOW_MODEL, messages: CHAT_MESSAGES, stream: true }, { signal })],
+        [
+          "POST /v1/chat/completions",
+          (signal) => postChat(app, apiKey, { model: "service-extract", messages: CHAT_MESSAGES }, { signal }),
+        ],
+        [
+          "POST /v1/chat/completions (stream)",
+          (signal) => postChat(app, apiKey, { model: SLOW_MODEL, messages: CHAT_MESSAGES, stream: true }, { signal }),
+        ],
       ];
       // Several rounds: right after the kill, and while the client is reconnecting.
       const times: number[] = [];
@@ -177,7 +196,10 @@ describe("Redis outage and recovery: one app, an AOF redis-server of its own", (
     // Made before the outage: AOF keeps it across the restart.
     const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });
     expect((await get(app, "/v1/me", apiKey)).status).toBe(200);
-    expect(infoCount(await redisInfo(redis.url, "memory"), "number_of_cached_scripts"), "the app has loaded its scripts").toBeGreaterThan(0);
+    expect(
+      infoCount(await redisInfo(redis.url, "memory"), "number_of_cached_scripts"),
+      "the app has loaded its scripts",
+    ).toBeGreaterThan(0);
 
     await stopRedis();
     try {
@@ -274,8 +296,14 @@ describe("a process killed mid-call: its reservation expires (child process on a
   it("the hold stays (blocking the account) until its TTL, then expires uncharged and the account can call again", async () => {
     const { apiKey, accountId } = await app.newAccount({ capUsdMicros: CAP, rps: 1000, burst: 1000 });
     child = await startChildApp({
-      REDIS_URL: redis.url, PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1",
-      SLUICE_LOG: "silent", SLUICE_ADMIN_TOKEN: ADMIN_TOKEN, SLUICE_RESERVATION_TTL_MS: String(TTL_MS),
+      REDIS_URL: redis.url,
+      PORT: "0",
+      GRPC_PORT: "0",
+      METRICS_PORT: "0",
+      HOST: "127.0.0.1",
+      SLUICE_LOG: "silent",
+      SLUICE_ADMIN_TOKEN: ADMIN_TOKEN,
+      SLUICE_RESERVATION_TTL_MS: String(TTL_MS),
     });
     const stream = await startStream(child.edgeUrl, apiKey);
     await stream.until((text) => contentDeltas(text).length >= 1, 10_000);
@@ -310,7 +338,10 @@ describe("a process killed mid-call: its reservation expires (child process on a
     const reply = await postChat(app, apiKey, { model: "service-extract", messages: CHAT_MESSAGES });
     expect(reply.status, reply.text).toBe(200);
     const usage = (reply.json as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
-    expect(await balanceOf(app, accountId)).toMatchObject({ spent: BigInt(usage.prompt_tokens + 2 * usage.completion_tokens), reserved: 0n });
+    expect(await balanceOf(app, accountId)).toMatchObject({
+      spent: BigInt(usage.prompt_tokens + 2 * usage.completion_tokens),
+      reserved: 0n,
+    });
     expect(await usageRecordsOf(app, accountId)).toHaveLength(1);
   });
 });

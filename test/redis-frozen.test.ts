@@ -24,7 +24,10 @@ async function timedGet(app: TestApp, path: string, apiKey?: string): Promise<{ 
     signal: AbortSignal.timeout(10_000),
   });
   const text = await res.text();
-  return { reply: { status: res.status, headers: res.headers, text, json: tryJson(text) }, ms: performance.now() - started };
+  return {
+    reply: { status: res.status, headers: res.headers, text, json: tryJson(text) },
+    ms: performance.now() - started,
+  };
 }
 
 describe("a frozen Redis (SIGSTOP)", () => {
@@ -48,8 +51,22 @@ describe("a frozen Redis (SIGSTOP)", () => {
     redis.freeze();
     try {
       const sends: Array<[string, () => Promise<{ reply: Reply; ms: number }>]> = [
-        ["chat JSON", async () => { const t = performance.now(); const reply = await postChat(app, apiKey, { messages: CHAT_MESSAGES }); return { reply, ms: performance.now() - t }; }],
-        ["chat SSE", async () => { const t = performance.now(); const reply = await postChat(app, apiKey, { model: SLOW_MODEL, stream: true, messages: CHAT_MESSAGES }); return { reply, ms: performance.now() - t }; }],
+        [
+          "chat JSON",
+          async () => {
+            const t = performance.now();
+            const reply = await postChat(app, apiKey, { messages: CHAT_MESSAGES });
+            return { reply, ms: performance.now() - t };
+          },
+        ],
+        [
+          "chat SSE",
+          async () => {
+            const t = performance.now();
+            const reply = await postChat(app, apiKey, { model: SLOW_MODEL, stream: true, messages: CHAT_MESSAGES });
+            return { reply, ms: performance.now() - t };
+          },
+        ],
         ["/v1/me", () => timedGet(app, "/v1/me", apiKey)],
       ];
       for (const [name, send] of sends) {
@@ -67,7 +84,10 @@ describe("a frozen Redis (SIGSTOP)", () => {
       redis.thaw();
     }
     // The admissions ran when Redis thawed; their holds are released by completion id.
-    await eventually(async () => expect(await balanceOf(app, accountId)).toMatchObject({ spent: 0n, reserved: 0n }), 10_000);
+    await eventually(
+      async () => expect(await balanceOf(app, accountId)).toMatchObject({ spent: 0n, reserved: 0n }),
+      10_000,
+    );
     expect(await usageRecordsOf(app, accountId)).toHaveLength(0);
   });
 

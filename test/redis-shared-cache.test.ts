@@ -45,11 +45,12 @@ describe("shared Redis: changes reach every process within 1 s", () => {
 
   it("an account status changed through one process applies in another within 1 s", async () => {
     const { apiKey, accountId } = await a.newAccount({ rps: 1000, burst: 1000 });
-    const chat = () => fetch(`${b.edgeUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ messages: [{ role: "user", content: "Status changes. Do they show?" }] }),
-    });
+    const chat = () =>
+      fetch(`${b.edgeUrl}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "Status changes. Do they show?" }] }),
+      });
     expect((await chat()).status).toBe(200); // the account is now cached in B
     await a.admin.updateAccount({ accountId, paymentStatus: PaymentStatus.FAILED }, { headers: a.adminHeaders });
     const elapsed = await msUntil(402, chat);

@@ -8,14 +8,21 @@ import { loadConfig } from "../src/config/index.ts";
 import { silentLogger } from "../src/logger.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
 
-const chat = (edgeUrl: string, key: string) => fetch(`${edgeUrl}/v1/chat/completions`, {
-  method: "POST",
-  headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-  body: JSON.stringify({ messages: [{ role: "user", content: "Edges and cores. Which one rules?" }] }),
-});
+const chat = (edgeUrl: string, key: string) =>
+  fetch(`${edgeUrl}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ messages: [{ role: "user", content: "Edges and cores. Which one rules?" }] }),
+  });
 
 async function edgeOnly(coreUrl: string): Promise<App> {
-  const config = loadConfig({ PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1", CORE_URL: coreUrl, SLUICE_LOG: "silent" });
+  const config = loadConfig({
+    PORT: "0",
+    METRICS_PORT: "0",
+    HOST: "127.0.0.1",
+    CORE_URL: coreUrl,
+    SLUICE_LOG: "silent",
+  });
   return startApp(config, { logger: silentLogger });
 }
 
@@ -59,7 +66,9 @@ describe("split deployment: edge-only processes reach the core at CORE_URL", () 
 
   it("an edge refuses to start against a core that has no CheckApiKey step, rather than charge twice", async () => {
     // An older core: it serves GetCaller but not the named key check.
-    const old = createServer(connectNodeAdapter({ routes: (router) => router.service(IdentityService, { getCaller: () => ({ id: "x" }) }) }));
+    const old = createServer(
+      connectNodeAdapter({ routes: (router) => router.service(IdentityService, { getCaller: () => ({ id: "x" }) }) }),
+    );
     await new Promise<void>((resolve) => old.listen(0, "127.0.0.1", () => resolve()));
     try {
       const { port } = old.address() as AddressInfo;

@@ -36,7 +36,10 @@ describe("a reader that never reads", () => {
   const engine = hugeEngine();
 
   beforeAll(async () => {
-    app = await startTestApp({ SLUICE_SSE_WRITE_TIMEOUT_MS: "500" }, { models: registryWith([{ name: "huge", engine }]) });
+    app = await startTestApp(
+      { SLUICE_SSE_WRITE_TIMEOUT_MS: "500" },
+      { models: registryWith([{ name: "huge", engine }]) },
+    );
   });
   afterAll(async () => {
     await app?.close();
@@ -49,7 +52,9 @@ describe("a reader that never reads", () => {
     const socket = connect(Number(url.port), url.hostname);
     const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
     socket.on("error", () => undefined);
-    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
     // The client never reads: pause the socket so nothing is consumed on this side either.
     socket.pause();
     await eventually(async () => {
@@ -57,7 +62,10 @@ describe("a reader that never reads", () => {
       expect(b.reserved).toBeGreaterThan(0n);
     }, 10_000);
     // The server ends the stuck stream, and the call is released, not billed.
-    await eventually(async () => expect(await balanceOf(app, accountId)).toMatchObject({ spent: 0n, reserved: 0n }), 15_000);
+    await eventually(
+      async () => expect(await balanceOf(app, accountId)).toMatchObject({ spent: 0n, reserved: 0n }),
+      15_000,
+    );
     expect(await usageRecordsOf(app, accountId)).toHaveLength(0);
     // Paused: it produced about what the socket buffers hold, far from its 256 MiB answer.
     expect(engine.pulled()).toBeLessThan(DELTAS / 2);

@@ -19,20 +19,30 @@ const CAP = 10n;
 let app: TestApp;
 
 beforeAll(async () => {
-  app = await startTestApp({}, {
-    models: registryWith([
-      { name: "fail-mid", engine: failMid },
-      { name: "greedy", engine: greedy, inputUsdMicrosPerMillion: 1, outputUsdMicrosPerMillion: 1_000_000 },
-    ]),
-  });
+  app = await startTestApp(
+    {},
+    {
+      models: registryWith([
+        { name: "fail-mid", engine: failMid },
+        { name: "greedy", engine: greedy, inputUsdMicrosPerMillion: 1, outputUsdMicrosPerMillion: 1_000_000 },
+      ]),
+    },
+  );
 });
 
 afterAll(async () => {
   await app?.close();
 });
 
-async function stream(body: Record<string, unknown>, capUsdMicros?: bigint): Promise<{ reply: Reply; frames: SseFrame[]; accountId: string }> {
-  const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000, ...(capUsdMicros !== undefined && { capUsdMicros }) });
+async function stream(
+  body: Record<string, unknown>,
+  capUsdMicros?: bigint,
+): Promise<{ reply: Reply; frames: SseFrame[]; accountId: string }> {
+  const { apiKey, accountId } = await app.newAccount({
+    rps: 1000,
+    burst: 1000,
+    ...(capUsdMicros !== undefined && { capUsdMicros }),
+  });
   const reply = await postChat(app, apiKey, { messages: CHAT_MESSAGES, ...body, stream: true });
   expect(reply.status).toBe(200);
   expect(reply.headers.get("content-type")).toMatch(/^text\/event-stream/);
@@ -156,28 +166,37 @@ describe("keep-alive", () => {
   const stallFirst = scriptedEngine({ deltas: ["a", "b"], stallAfter: { deltas: 0, ms: 700 } });
 
   beforeAll(async () => {
-    slow = await startTestApp({ SLUICE_SSE_KEEPALIVE_MS: "200" }, {
-      models: registryWith([{ name: "stall-mid", engine: stallMid }, { name: "stall-first", engine: stallFirst }]),
-    });
+    slow = await startTestApp(
+      { SLUICE_SSE_KEEPALIVE_MS: "200" },
+      {
+        models: registryWith([
+          { name: "stall-mid", engine: stallMid },
+          { name: "stall-first", engine: stallFirst },
+        ]),
+      },
+    );
   });
 
   afterAll(async () => {
     await slow?.close();
   });
 
-  it.each(["stall-mid", "stall-first"])("an idle %s stream carries `: keep-alive` comments and still completes", async (model) => {
-    const { apiKey } = await slow.newAccount({ rps: 1000, burst: 1000 });
-    const reply = await postChat(slow, apiKey, { model, messages: CHAT_MESSAGES, stream: true });
-    expect(reply.status).toBe(200);
-    expect(reply.headers.get("content-type")).toMatch(/^text\/event-stream/);
-    expect(reply.text).toContain(": keep-alive\n\n");
-    const frames = parseSse(reply.text);
-    const comments = frames.filter((f) => f.comment);
-    expect(comments.length).toBeGreaterThanOrEqual(2);
-    for (const c of comments) expect(c.raw).toBe(": keep-alive");
-    const chunks = chunksOf(frames);
-    expect(streamedText(chunks.slice(0, -1))).toBe(model === "stall-mid" ? "abc" : "ab");
-    expect(chunks[chunks.length - 1]?.usage?.completion_tokens).toBe(model === "stall-mid" ? 3 : 2);
-    expect(frames[frames.length - 1]?.raw).toBe("data: [DONE]");
-  });
+  it.each(["stall-mid", "stall-first"])(
+    "an idle %s stream carries `: keep-alive` comments and still completes",
+    async (model) => {
+      const { apiKey } = await slow.newAccount({ rps: 1000, burst: 1000 });
+      const reply = await postChat(slow, apiKey, { model, messages: CHAT_MESSAGES, stream: true });
+      expect(reply.status).toBe(200);
+      expect(reply.headers.get("content-type")).toMatch(/^text\/event-stream/);
+      expect(reply.text).toContain(": keep-alive\n\n");
+      const frames = parseSse(reply.text);
+      const comments = frames.filter((f) => f.comment);
+      expect(comments.length).toBeGreaterThanOrEqual(2);
+      for (const c of comments) expect(c.raw).toBe(": keep-alive");
+      const chunks = chunksOf(frames);
+      expect(streamedText(chunks.slice(0, -1))).toBe(model === "stall-mid" ? "abc" : "ab");
+      expect(chunks[chunks.length - 1]?.usage?.completion_tokens).toBe(model === "stall-mid" ? 3 : 2);
+      expect(frames[frames.length - 1]?.raw).toBe("data: [DONE]");
+    },
+  );
 });

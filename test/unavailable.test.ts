@@ -15,27 +15,42 @@ import { CHAT_MESSAGES, postChat } from "./support/http.ts";
  */
 describe("503 for an engine that is unavailable before the first delta", () => {
   let app: TestApp;
-  const down = scriptedEngine({ failAfter: { deltas: 0, error: () => new ConnectError("upstream refused the connection", Code.Unavailable) } });
-  const downCatalogued = scriptedEngine({ failAfter: { deltas: 0, error: () => sluiceError("service_unavailable", { retryAfterMs: 3000 }) } });
+  const down = scriptedEngine({
+    failAfter: { deltas: 0, error: () => new ConnectError("upstream refused the connection", Code.Unavailable) },
+  });
+  const downCatalogued = scriptedEngine({
+    failAfter: { deltas: 0, error: () => sluiceError("service_unavailable", { retryAfterMs: 3000 }) },
+  });
 
   beforeAll(async () => {
-    app = await startTestApp({}, { models: registryWith([{ name: "down", engine: down }, { name: "down-catalogued", engine: downCatalogued }]) });
+    app = await startTestApp(
+      {},
+      {
+        models: registryWith([
+          { name: "down", engine: down },
+          { name: "down-catalogued", engine: downCatalogued },
+        ]),
+      },
+    );
   });
 
   afterAll(async () => {
     await app?.close();
   });
 
-  it.each([false, true])("a ConnectError Unavailable from the engine gives 503 + Retry-After (stream: %s)", async (stream) => {
-    const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });
-    const reply = await postChat(app, apiKey, { model: "down", messages: CHAT_MESSAGES, stream });
-    expectStructured(reply, 503, "service_unavailable", "service_unavailable");
-    expectRetryAfter(reply);
-    expect(reply.text).not.toContain("upstream refused");
-    const balance = await balanceOf(app, accountId);
-    expect({ spent: balance.spent, reserved: balance.reserved }).toEqual({ spent: 0n, reserved: 0n });
-    expect(await usageRecordsOf(app, accountId)).toHaveLength(0);
-  });
+  it.each([false, true])(
+    "a ConnectError Unavailable from the engine gives 503 + Retry-After (stream: %s)",
+    async (stream) => {
+      const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });
+      const reply = await postChat(app, apiKey, { model: "down", messages: CHAT_MESSAGES, stream });
+      expectStructured(reply, 503, "service_unavailable", "service_unavailable");
+      expectRetryAfter(reply);
+      expect(reply.text).not.toContain("upstream refused");
+      const balance = await balanceOf(app, accountId);
+      expect({ spent: balance.spent, reserved: balance.reserved }).toEqual({ spent: 0n, reserved: 0n });
+      expect(await usageRecordsOf(app, accountId)).toHaveLength(0);
+    },
+  );
 
   it("a catalogued service_unavailable keeps its retry delay as Retry-After", async () => {
     const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });

@@ -3,7 +3,15 @@ import { expectDetail, expectRetryAfter, expectStructured } from "./support/enve
 import { startFakeUpstream, type FakeUpstream, type FakeUpstreamOptions } from "./support/fake-upstream.ts";
 import { postChat, type Reply } from "./support/http.ts";
 import { readStream } from "./support/stream-reader.ts";
-import { chatRequests, delay, expectBilledOnce, expectNoUpstreamLeak, expectUnbilled, startUpstreamApp, type UpstreamApp } from "./support/upstream-app.ts";
+import {
+  chatRequests,
+  delay,
+  expectBilledOnce,
+  expectNoUpstreamLeak,
+  expectUnbilled,
+  startUpstreamApp,
+  type UpstreamApp,
+} from "./support/upstream-app.ts";
 
 /**
  * README "Several baseUrls": least-outstanding spreading, failover before the first token
@@ -33,7 +41,8 @@ afterAll(async () => {
   await Promise.all(started.map((u) => u.close()));
 });
 
-const contentOf = (reply: Reply) => (reply.json as { choices?: Array<{ message?: { content?: string } }> } | undefined)?.choices?.[0]?.message?.content;
+const contentOf = (reply: Reply) =>
+  (reply.json as { choices?: Array<{ message?: { content?: string } }> } | undefined)?.choices?.[0]?.message?.content;
 
 describe("several upstreams behind one model", () => {
   let app: UpstreamApp;
@@ -70,7 +79,9 @@ describe("several upstreams behind one model", () => {
 
   it("concurrent calls are spread by least outstanding requests", async () => {
     const { apiKey } = await account();
-    const replies = await Promise.all(Array.from({ length: 6 }, () => postChat(app, apiKey, { model: "spread", messages, stream: true })));
+    const replies = await Promise.all(
+      Array.from({ length: 6 }, () => postChat(app, apiKey, { model: "spread", messages, stream: true })),
+    );
     for (const r of replies) expect(r.status).toBe(200);
     expect(spread.map((u) => chatRequests(u).length)).toEqual([2, 2, 2]);
   });
@@ -86,7 +97,10 @@ describe("several upstreams behind one model", () => {
     await expectBilledOnce(app, accountId, "refused", usage);
   });
 
-  it.each([["five-hundred", 500], ["four-twenty-nine", 429]] as const)("%s: an upstream %i fails over to the next upstream; the client sees 200", async (model, status) => {
+  it.each([
+    ["five-hundred", 500],
+    ["four-twenty-nine", 429],
+  ] as const)("%s: an upstream %i fails over to the next upstream; the client sees 200", async (model, status) => {
     const { apiKey, accountId } = await account();
     const [failing, next] = status === 500 ? [failing500, after500] : [failing429, after429];
     const reply = await postChat(app, apiKey, { model, messages });
@@ -98,16 +112,19 @@ describe("several upstreams behind one model", () => {
     await expectBilledOnce(app, accountId, model, usage);
   });
 
-  it.each([false, true])("an upstream 400 is 400 upstream_bad_request, not failed over, not billed (stream: %s)", async (stream) => {
-    const { apiKey, accountId } = await account();
-    const before = chatRequests(bad).length;
-    const reply = await postChat(app, apiKey, { model: "bad-request", messages, stream });
-    expectDetail(reply, 400, "upstream_bad_request");
-    expect(chatRequests(bad).length).toBe(before + 1);
-    expect(chatRequests(afterBad)).toHaveLength(0);
-    expectNoUpstreamLeak(reply, [bad, afterBad]);
-    await expectUnbilled(app, accountId);
-  });
+  it.each([false, true])(
+    "an upstream 400 is 400 upstream_bad_request, not failed over, not billed (stream: %s)",
+    async (stream) => {
+      const { apiKey, accountId } = await account();
+      const before = chatRequests(bad).length;
+      const reply = await postChat(app, apiKey, { model: "bad-request", messages, stream });
+      expectDetail(reply, 400, "upstream_bad_request");
+      expect(chatRequests(bad).length).toBe(before + 1);
+      expect(chatRequests(afterBad)).toHaveLength(0);
+      expectNoUpstreamLeak(reply, [bad, afterBad]);
+      await expectUnbilled(app, accountId);
+    },
+  );
 
   it("an upstream 401 (a deployment mistake) is a structured 503 that names nothing of the upstream", async () => {
     const { apiKey, accountId } = await account();
@@ -172,7 +189,9 @@ describe("circuit breaker", () => {
     await call();
     expect(chatRequests(flaky)).toHaveLength(6); // back in rotation (first in order at equal load)
     expect(chatRequests(healthy)).toHaveLength(7);
-    expect((await app.admin.listUsageRecords({ accountId, pageSize: 100 }, { headers: app.adminHeaders })).usageRecords).toHaveLength(10);
+    expect(
+      (await app.admin.listUsageRecords({ accountId, pageSize: 100 }, { headers: app.adminHeaders })).usageRecords,
+    ).toHaveLength(10);
   });
 
   it("a single upstream that recovers serves every call again after its successful probe", async () => {
@@ -210,7 +229,8 @@ describe("circuit breaker", () => {
     // The probe: a slow stream whose client goes away after the first token.
     const abort = new AbortController();
     const res = await fetch(`${app.edgeUrl}/v1/chat/completions`, {
-      method: "POST", signal: abort.signal,
+      method: "POST",
+      signal: abort.signal,
       headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
       body: JSON.stringify({ model: "probe-abort", messages, stream: true }),
     });
@@ -237,7 +257,9 @@ describe("when no upstream can take the call", () => {
 
   beforeAll(async () => {
     [down, erroring] = [await refusing(), await fake({ mode: "status-500" })];
-    app = await startUpstreamApp([{ name: "all-down", baseUrl: [down.url, erroring.url], breakerFailures: 2, breakerOpenMs: 60_000 }]);
+    app = await startUpstreamApp([
+      { name: "all-down", baseUrl: [down.url, erroring.url], breakerFailures: 2, breakerOpenMs: 60_000 },
+    ]);
   });
 
   afterAll(async () => {

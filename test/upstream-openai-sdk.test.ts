@@ -1,13 +1,28 @@
 import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
 import OpenAI from "openai";
-import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam } from "openai/resources/chat/completions";
+import type {
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionMessageParam,
+} from "openai/resources/chat/completions";
 import type { Client } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { FAKE_UPSTREAM_MODEL, PROMPT_OVERHEAD_TOKENS, startFakeUpstream, type FakeUpstream } from "./support/fake-upstream.ts";
+import {
+  FAKE_UPSTREAM_MODEL,
+  PROMPT_OVERHEAD_TOKENS,
+  startFakeUpstream,
+  type FakeUpstream,
+} from "./support/fake-upstream.ts";
 import { grpcClient, loadProtos, metadataOf, methodOf, serverStream } from "./support/grpc.ts";
 import { postChat } from "./support/http.ts";
-import { chatRequests, expectBilledOnce, lastChatBody, llamaCost, startUpstreamApp, type UpstreamApp } from "./support/upstream-app.ts";
+import {
+  chatRequests,
+  expectBilledOnce,
+  lastChatBody,
+  llamaCost,
+  startUpstreamApp,
+  type UpstreamApp,
+} from "./support/upstream-app.ts";
 import { balanceOf } from "./support/envelopes.ts";
 
 /**
@@ -21,7 +36,10 @@ const UPSTREAM_KEY = "vllm-key-0123456789abcdef";
 const SYSTEM = "You are a terse assistant";
 const USER = "name the largest planet of the solar system";
 const ANSWER = `Echo: ${USER}`;
-const messages: ChatCompletionMessageParam[] = [{ role: "system", content: SYSTEM }, { role: "user", content: USER }];
+const messages: ChatCompletionMessageParam[] = [
+  { role: "system", content: SYSTEM },
+  { role: "user", content: USER },
+];
 const words = (s: string) => s.split(/\s+/).filter(Boolean).length;
 /** The vLLM-shaped usage the fake reports for `messages`. */
 const UPSTREAM_USAGE = {
@@ -104,7 +122,16 @@ describe("the openai SDK against an upstream model", () => {
 
   it("passes the standard parameters through as sent, and nothing else", async () => {
     const { apiKey } = await account();
-    const tools = [{ type: "function" as const, function: { name: "get_weather", description: "Weather of a city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
+    const tools = [
+      {
+        type: "function" as const,
+        function: {
+          name: "get_weather",
+          description: "Weather of a city",
+          parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+        },
+      },
+    ];
     const params = {
       temperature: 0.7,
       top_p: 0.9,
@@ -125,7 +152,10 @@ describe("the openai SDK against an upstream model", () => {
     const body = expectStreamedUpstreamCall();
     const { model: _m, messages: sent, stream: _s, stream_options: _o, ...passed } = body;
     expect(passed).toEqual(params);
-    expect(sent).toEqual([{ role: "system", content: SYSTEM }, { role: "user", content: USER }]);
+    expect(sent).toEqual([
+      { role: "system", content: SYSTEM },
+      { role: "user", content: USER },
+    ]);
   });
 
   it("max_tokens above 4,096 reaches the upstream clamped to 4,096", async () => {
@@ -138,18 +168,26 @@ describe("the openai SDK against an upstream model", () => {
     const { apiKey } = await account();
     const reply = await postChat(app, apiKey, {
       model: MODEL,
-      messages: [{ role: "system", content: SYSTEM, secret_note: "x" }, { role: "user", content: USER }],
+      messages: [
+        { role: "system", content: SYSTEM, secret_note: "x" },
+        { role: "user", content: USER },
+      ],
       foo: 1,
       metadata: { tenant: "t1" },
       store: true,
       stream_options: { include_usage: false, extra: 1 },
     });
     expect(reply.status).toBe(200);
-    expect((reply.json as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content).toBe(ANSWER);
+    expect((reply.json as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content).toBe(
+      ANSWER,
+    );
     const body = expectStreamedUpstreamCall();
     expect(Object.keys(body).sort()).toEqual(["max_tokens", "messages", "model", "stream", "stream_options"]);
     expect(body).not.toHaveProperty("foo");
-    expect(body.messages).toEqual([{ role: "system", content: SYSTEM }, { role: "user", content: USER }]);
+    expect(body.messages).toEqual([
+      { role: "system", content: SYSTEM },
+      { role: "user", content: USER },
+    ]);
   });
 });
 
@@ -210,8 +248,21 @@ describe("gRPC callers on the core port", () => {
   it("CompletionService/StreamChatCompletion (grpc-js) streams the upstream's answer and usage", async () => {
     const { apiKey, accountId } = await account();
     const streamChat = methodOf(loadProtos(), "sluice.completion.v1.CompletionService", "StreamChatCompletion");
-    const request = { params: { model: MODEL, messages: [{ role: "system", content: SYSTEM }, { role: "user", content: USER }] } };
-    const { messages: received, error } = await serverStream(client, streamChat, request, metadataOf({ authorization: `Bearer ${apiKey}` }));
+    const request = {
+      params: {
+        model: MODEL,
+        messages: [
+          { role: "system", content: SYSTEM },
+          { role: "user", content: USER },
+        ],
+      },
+    };
+    const { messages: received, error } = await serverStream(
+      client,
+      streamChat,
+      request,
+      metadataOf({ authorization: `Bearer ${apiKey}` }),
+    );
     expect(error).toBeUndefined();
     const events = received.map((m) => eventSchema.parse(m));
     const deltas = events.filter((e) => e.event === "delta");

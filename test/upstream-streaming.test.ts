@@ -4,7 +4,15 @@ import { startFakeUpstream, type FakeUpstream, type FakeUpstreamOptions } from "
 import { postChat, type Reply } from "./support/http.ts";
 import { dataJson, parseSse, type SseFrame } from "./support/sse.ts";
 import { readStream } from "./support/stream-reader.ts";
-import { chatRequests, expectBilledOnce, expectNoUpstreamLeak, expectUnbilled, lastChatBody, startUpstreamApp, type UpstreamApp } from "./support/upstream-app.ts";
+import {
+  chatRequests,
+  expectBilledOnce,
+  expectNoUpstreamLeak,
+  expectUnbilled,
+  lastChatBody,
+  startUpstreamApp,
+  type UpstreamApp,
+} from "./support/upstream-app.ts";
 
 /**
  * README "Streaming" for upstream models: first-byte and idle timeouts, a stream that dies
@@ -72,25 +80,31 @@ describe("upstream timeouts and failures", () => {
 
   const account = () => app.newAccount({ rps: 1000, burst: 1000 });
 
-  it.each([true, false])("no first byte within firstByteTimeoutMs from the only upstream: 503, unbilled (stream: %s)", async (stream) => {
-    const { apiKey, accountId } = await account();
-    const index = stall.requests.length;
-    const t0 = Date.now();
-    const reply = await postChat(app, apiKey, { model: "first-byte", messages, stream });
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
-    expect(Date.now() - t0).toBeLessThan(5000);
-    expectStructured(reply, 503, "service_unavailable", "service_unavailable");
-    expectRetryAfter(reply);
-    expectNoUpstreamLeak(reply, [stall]);
-    await stall.waitForAbort(index); // the stalled upstream request was given up, not leaked
-    await expectUnbilled(app, accountId);
-  });
+  it.each([true, false])(
+    "no first byte within firstByteTimeoutMs from the only upstream: 503, unbilled (stream: %s)",
+    async (stream) => {
+      const { apiKey, accountId } = await account();
+      const index = stall.requests.length;
+      const t0 = Date.now();
+      const reply = await postChat(app, apiKey, { model: "first-byte", messages, stream });
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+      expect(Date.now() - t0).toBeLessThan(5000);
+      expectStructured(reply, 503, "service_unavailable", "service_unavailable");
+      expectRetryAfter(reply);
+      expectNoUpstreamLeak(reply, [stall]);
+      await stall.waitForAbort(index); // the stalled upstream request was given up, not leaked
+      await expectUnbilled(app, accountId);
+    },
+  );
 
   it("no first byte within firstByteTimeoutMs fails over to a healthy upstream", async () => {
     const { apiKey, accountId } = await account();
     const reply = await postChat(app, apiKey, { model: "first-byte-failover", messages, stream: true });
     expect(reply.status).toBe(200);
-    const json = dataJson(dataFrames(reply)) as Array<{ choices: Array<{ delta: { content?: string } }>; usage?: typeof usage }>;
+    const json = dataJson(dataFrames(reply)) as Array<{
+      choices: Array<{ delta: { content?: string } }>;
+      usage?: typeof usage;
+    }>;
     expect(json.map((c) => c.choices[0]?.delta.content ?? "").join("")).toBe(ANSWER);
     expect(json.at(-1)?.usage).toMatchObject(usage);
     await stallFirst.waitForAbort(0);
@@ -138,8 +152,13 @@ describe("slow upstreams and clients that leave", () => {
     slow = await fake({ chunkDelayMs: 150 });
     plain = await fake();
     crawling = await fake({ chunkDelayMs: 300 });
-    app = await startUpstreamApp([{ name: "slow", baseUrl: slow.url }, { name: "plain", baseUrl: plain.url }]);
-    keepAliveApp = await startUpstreamApp([{ name: "crawling", baseUrl: crawling.url }], { env: { SLUICE_SSE_KEEPALIVE_MS: "60" } });
+    app = await startUpstreamApp([
+      { name: "slow", baseUrl: slow.url },
+      { name: "plain", baseUrl: plain.url },
+    ]);
+    keepAliveApp = await startUpstreamApp([{ name: "crawling", baseUrl: crawling.url }], {
+      env: { SLUICE_SSE_KEEPALIVE_MS: "60" },
+    });
   });
 
   afterAll(async () => {
@@ -161,7 +180,10 @@ describe("slow upstreams and clients that leave", () => {
     const between = frames.slice(firstContent + 1, done).filter((f) => f.comment);
     expect(between.length).toBeGreaterThan(0);
     for (const f of between) expect(f.raw).toBe(": keep-alive");
-    const json = dataJson(frames.filter((f) => !f.comment)) as Array<{ choices: Array<{ delta: { content?: string } }>; usage?: typeof usage }>;
+    const json = dataJson(frames.filter((f) => !f.comment)) as Array<{
+      choices: Array<{ delta: { content?: string } }>;
+      usage?: typeof usage;
+    }>;
     expect(json.map((c) => c.choices[0]?.delta.content ?? "").join("")).toBe(ANSWER);
     expect(json.at(-1)?.usage).toMatchObject(usage);
     await expectBilledOnce(keepAliveApp, accountId, "crawling", usage);
@@ -197,7 +219,10 @@ describe("slow upstreams and clients that leave", () => {
       signal: abort.signal,
       headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
       body: JSON.stringify({ model: "slow", messages: longMessages }),
-    }).then(() => undefined, (err: unknown) => err);
+    }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     await slow.waitForRequest(index);
     await new Promise((r) => setTimeout(r, 200));
     abort.abort();

@@ -9,12 +9,23 @@ import { adminOf, spawnSluice, type SluiceProcess } from "./support/sluice-proce
  */
 
 const ADMIN = "workers-admin-token-0123456789";
-const BASE = { PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1", SLUICE_ADMIN_TOKEN: ADMIN, SLUICE_LOG: "warn", SLUICE_DEV_BOOTSTRAP: "off" };
+const BASE = {
+  PORT: "0",
+  GRPC_PORT: "0",
+  METRICS_PORT: "0",
+  HOST: "127.0.0.1",
+  SLUICE_ADMIN_TOKEN: ADMIN,
+  SLUICE_LOG: "warn",
+  SLUICE_DEV_BOOTSTRAP: "off",
+};
 
 /** The pids of a process's children. */
 function childrenOf(pid: number): number[] {
   try {
-    return execFileSync("pgrep", ["-P", String(pid)], { encoding: "utf8" }).split("\n").filter(Boolean).map(Number);
+    return execFileSync("pgrep", ["-P", String(pid)], { encoding: "utf8" })
+      .split("\n")
+      .filter(Boolean)
+      .map(Number);
   } catch {
     return []; // pgrep exits 1 when there are none
   }

@@ -38,7 +38,9 @@ export class Admin {
   }
 
   /** Runs `fn` on each core in turn until one answers. */
-  private async onAnyCore<T>(fn: (c: Client<typeof AdminService>, o: { headers: Record<string, string>; timeoutMs: number }) => Promise<T>): Promise<T> {
+  private async onAnyCore<T>(
+    fn: (c: Client<typeof AdminService>, o: { headers: Record<string, string>; timeoutMs: number }) => Promise<T>,
+  ): Promise<T> {
     let last: unknown;
     for (const c of this.clients) {
       try {
@@ -58,11 +60,18 @@ export class Admin {
     const out: SoakAccount[] = [];
     for (let index = 0; index < count; index++) {
       const cap = BigInt(rng.int(20, 60) * 1_000);
-      const { account } = await this.onAnyCore((c, o) => c.createAccount({ onboardingComplete: true, spendCapUsdMicros: cap, email: `soak-${index}@example.com` }, o));
+      const { account } = await this.onAnyCore((c, o) =>
+        c.createAccount({ onboardingComplete: true, spendCapUsdMicros: cap, email: `soak-${index}@example.com` }, o),
+      );
       if (!account) throw new Error("CreateAccount returned no account");
-      const fast = await this.onAnyCore((c, o) => c.createApiKey({ accountId: account.id, rateLimitRps: 100_000, burst: 100_000 }, o));
+      const fast = await this.onAnyCore((c, o) =>
+        c.createApiKey({ accountId: account.id, rateLimitRps: 100_000, burst: 100_000 }, o),
+      );
       const soakAccount: SoakAccount = { index, id: account.id, fastKey: fast.secret };
-      if (index === 0) soakAccount.slowKey = (await this.onAnyCore((c, o) => c.createApiKey({ accountId: account.id, rateLimitRps: 2, burst: 2 }, o))).secret;
+      if (index === 0)
+        soakAccount.slowKey = (
+          await this.onAnyCore((c, o) => c.createApiKey({ accountId: account.id, rateLimitRps: 2, burst: 2 }, o))
+        ).secret;
       out.push(soakAccount);
     }
     return out;
@@ -89,7 +98,9 @@ export class Admin {
         this.capsSet.set(a.id, cap);
         await this.onAnyCore((c, o) => c.updateAccount({ accountId: a.id, spendCapUsdMicros: cap }, o));
         raised += 1;
-      } catch { /* a fault is on; next round */ }
+      } catch {
+        /* a fault is on; next round */
+      }
     }
     return raised;
   }
@@ -107,8 +118,11 @@ export class Admin {
       if (pageToken === "") break;
     }
     return {
-      period: account.period, cap: account.spendCapUsdMicros ?? 0n,
-      spent: account.spentUsdMicros, reserved: account.reservedUsdMicros, records,
+      period: account.period,
+      cap: account.spendCapUsdMicros ?? 0n,
+      spent: account.spentUsdMicros,
+      reserved: account.reservedUsdMicros,
+      records,
     };
   }
 }

@@ -40,12 +40,23 @@ export function parseArgs(argv: readonly string[]): SoakArgs {
     const [name, inline] = flag.includes("=") ? flag.split("=", 2) : [flag, undefined];
     const value = () => inline ?? argv[++i];
     switch (name) {
-      case "--minutes": out.durationMs = Math.round(positive(name, value()) * 60_000); break;
-      case "--seconds": out.durationMs = Math.round(positive(name, value()) * 1000); break;
-      case "--seed": out.seed = Math.floor(numberOf(name, value(), true)) >>> 0; break;
-      case "--concurrency": out.concurrency = Math.max(1, Math.floor(positive(name, value()))); break;
-      case "--help": case "-h": throw new UsageError(USAGE);
-      default: throw new UsageError(`unknown argument ${flag}\n${USAGE}`);
+      case "--minutes":
+        out.durationMs = Math.round(positive(name, value()) * 60_000);
+        break;
+      case "--seconds":
+        out.durationMs = Math.round(positive(name, value()) * 1000);
+        break;
+      case "--seed":
+        out.seed = Math.floor(numberOf(name, value(), true)) >>> 0;
+        break;
+      case "--concurrency":
+        out.concurrency = Math.max(1, Math.floor(positive(name, value())));
+        break;
+      case "--help":
+      case "-h":
+        throw new UsageError(USAGE);
+      default:
+        throw new UsageError(`unknown argument ${flag}\n${USAGE}`);
     }
   }
   return out;

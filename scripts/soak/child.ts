@@ -13,7 +13,9 @@ export function killAllChildrenSync(): void {
   for (const c of live) {
     try {
       if (c.pid !== undefined) process.kill(c.pid, "SIGKILL");
-    } catch { /* already gone */ }
+    } catch {
+      /* already gone */
+    }
   }
   live.clear();
 }
@@ -77,7 +79,10 @@ export function managedChild(spec: ChildSpec): ManagedChild {
   const start = async (): Promise<void> => {
     if (alive()) return;
     const c = spawn(spec.command, spec.args, {
-      cwd: spec.cwd, env: { ...process.env, ...spec.env }, stdio: ["pipe", "pipe", "pipe"], detached: true,
+      cwd: spec.cwd,
+      env: { ...process.env, ...spec.env },
+      stdio: ["pipe", "pipe", "pipe"],
+      detached: true,
     });
     child = c;
     isFrozen = false;
@@ -99,9 +104,13 @@ export function managedChild(spec: ChildSpec): ManagedChild {
     c.on("error", (err) => append(Buffer.from(`spawn error: ${err.message}\n`)));
     const deadline = Date.now() + (spec.timeoutMs ?? 30_000);
     for (;;) {
-      if (c.exitCode !== null || c.signalCode !== null) throw new Error(`${spec.name} exited while starting:\n${output}`);
+      if (c.exitCode !== null || c.signalCode !== null)
+        throw new Error(`${spec.name} exited while starting:\n${output}`);
       const m = spec.readyLine?.exec(stdout);
-      if (m) { readyMatch = m; return; }
+      if (m) {
+        readyMatch = m;
+        return;
+      }
       if (spec.readyProbe && (await spec.readyProbe())) return;
       if (Date.now() > deadline) {
         expectingExit = true;
@@ -128,13 +137,21 @@ export function managedChild(spec: ChildSpec): ManagedChild {
 
   return {
     name: spec.name,
-    get readyMatch() { return readyMatch; },
+    get readyMatch() {
+      return readyMatch;
+    },
     running: alive,
     frozen: () => isFrozen && alive(),
     start,
     kill,
-    freeze() { signal("SIGSTOP"); isFrozen = true; },
-    thaw() { signal("SIGCONT"); isFrozen = false; },
+    freeze() {
+      signal("SIGSTOP");
+      isFrozen = true;
+    },
+    thaw() {
+      signal("SIGCONT");
+      isFrozen = false;
+    },
     async stop(graceMs = 3_000) {
       const c = child;
       if (!c || !alive()) return;

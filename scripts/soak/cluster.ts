@@ -18,9 +18,16 @@ export const ADMIN_TOKEN = "soak-admin-token-0123456789abcdef";
 export const MODELS = { extract: "service-extract", upstream: "soak-upstream" } as const;
 
 /** One Sluice process on fixed ports, so a restarted process is reached at the same URLs. */
-export interface SluiceNode { child: ManagedChild; edgeUrl: string; coreUrl: string }
+export interface SluiceNode {
+  child: ManagedChild;
+  edgeUrl: string;
+  coreUrl: string;
+}
 /** One fake upstream process on a fixed port, so a restart comes back where Sluice expects it. */
-export interface UpstreamNode { child: ManagedChild; url: string }
+export interface UpstreamNode {
+  child: ManagedChild;
+  url: string;
+}
 
 /**
  * Everything the soak runs and hurts: one redis-server (append-only, fsync on every write,
@@ -47,16 +54,28 @@ export function removeTempDirsSync(): void {
   tempDirs.clear();
 }
 
-
 /** The models file: both prices non-zero, short upstream timeouts so stalls end within seconds. */
 function modelsFile(upstreamUrls: string[]): object {
   return {
     models: [
-      { name: MODELS.extract, engine: "extractive", inputUsdMicrosPerMillion: 1_000_000, outputUsdMicrosPerMillion: 2_000_000 },
       {
-        name: MODELS.upstream, engine: "openai", baseUrl: upstreamUrls, upstreamModel: "meta-llama/Llama-3.1-8B-Instruct",
-        inputUsdMicrosPerMillion: 500_000, outputUsdMicrosPerMillion: 1_500_000,
-        connectTimeoutMs: 1_000, firstByteTimeoutMs: 3_000, idleTimeoutMs: 2_000, breakerFailures: 5, breakerOpenMs: 2_000,
+        name: MODELS.extract,
+        engine: "extractive",
+        inputUsdMicrosPerMillion: 1_000_000,
+        outputUsdMicrosPerMillion: 2_000_000,
+      },
+      {
+        name: MODELS.upstream,
+        engine: "openai",
+        baseUrl: upstreamUrls,
+        upstreamModel: "meta-llama/Llama-3.1-8B-Instruct",
+        inputUsdMicrosPerMillion: 500_000,
+        outputUsdMicrosPerMillion: 1_500_000,
+        connectTimeoutMs: 1_000,
+        firstByteTimeoutMs: 3_000,
+        idleTimeoutMs: 2_000,
+        breakerFailures: 5,
+        breakerOpenMs: 2_000,
       },
     ],
   };
@@ -73,7 +92,8 @@ async function stopAll(children: ManagedChild[]): Promise<void> {
  */
 export async function startCluster(seed: number, sluiceCount = 4): Promise<Cluster> {
   const probe = spawnSync("redis-server", ["--version"]);
-  if (probe.error || probe.status !== 0) throw new Error("redis-server is not installed or not on PATH (apt-get install redis-server)");
+  if (probe.error || probe.status !== 0)
+    throw new Error("redis-server is not installed or not on PATH (apt-get install redis-server)");
   const dir = mkdtempSync(join(tmpdir(), "sluice-soak-"));
   tempDirs.add(dir);
   const started: ManagedChild[] = [];
@@ -82,9 +102,26 @@ export async function startCluster(seed: number, sluiceCount = 4): Promise<Clust
     const redisDir = join(dir, "redis");
     mkdirSync(redisDir);
     const redis = managedChild({
-      name: "redis", command: "redis-server",
-      args: ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--dir", redisDir, "--appendonly", "yes",
-        "--appendfsync", "always", "--daemonize", "no", "--loglevel", "warning"],
+      name: "redis",
+      command: "redis-server",
+      args: [
+        "--port",
+        String(redisPort),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--dir",
+        redisDir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--daemonize",
+        "no",
+        "--loglevel",
+        "warning",
+      ],
       readyProbe: () => pingRedis(redisPort),
     });
     started.push(redis);
@@ -95,7 +132,10 @@ export async function startCluster(seed: number, sluiceCount = 4): Promise<Clust
     for (const [i, delay] of [4, 12].entries()) {
       const port = await freePort();
       const child = managedChild({
-        name: `upstream-${i}`, command: process.execPath, args: [join(ROOT, "scripts/soak/upstream-main.ts")], cwd: ROOT,
+        name: `upstream-${i}`,
+        command: process.execPath,
+        args: [join(ROOT, "scripts/soak/upstream-main.ts")],
+        cwd: ROOT,
         env: { PORT: String(port), CHUNK_DELAY_MS: String(delay), SOAK_SEED: String((seed + 7919 * (i + 1)) >>> 0) },
         readyLine: /fake upstream on (http:\/\/\S+)/,
       });
@@ -111,12 +151,26 @@ export async function startCluster(seed: number, sluiceCount = 4): Promise<Clust
     for (let i = 0; i < sluiceCount; i++) {
       const [port, grpcPort] = [await freePort(), await freePort()];
       const child = managedChild({
-        name: `sluice-${i}`, command: process.execPath, args: ["src/main.ts"], cwd: ROOT, readyLine: STARTED, timeoutMs: 60_000,
+        name: `sluice-${i}`,
+        command: process.execPath,
+        args: ["src/main.ts"],
+        cwd: ROOT,
+        readyLine: STARTED,
+        timeoutMs: 60_000,
         onStderr: logs.feeder(),
         env: {
-          PORT: String(port), GRPC_PORT: String(grpcPort), METRICS_PORT: "0", HOST: "127.0.0.1", REDIS_URL: redisUrl,
-          SLUICE_ADMIN_TOKEN: ADMIN_TOKEN, SLUICE_MODELS: modelsPath, SLUICE_RESERVATION_TTL_MS: String(RESERVATION_TTL_MS),
-          SLUICE_LOG: "warn", SLUICE_DEV_BOOTSTRAP: "off", SLUICE_SHUTDOWN_GRACE_MS: "1000", SLUICE_SSE_WRITE_TIMEOUT_MS: "5000",
+          PORT: String(port),
+          GRPC_PORT: String(grpcPort),
+          METRICS_PORT: "0",
+          HOST: "127.0.0.1",
+          REDIS_URL: redisUrl,
+          SLUICE_ADMIN_TOKEN: ADMIN_TOKEN,
+          SLUICE_MODELS: modelsPath,
+          SLUICE_RESERVATION_TTL_MS: String(RESERVATION_TTL_MS),
+          SLUICE_LOG: "warn",
+          SLUICE_DEV_BOOTSTRAP: "off",
+          SLUICE_SHUTDOWN_GRACE_MS: "1000",
+          SLUICE_SSE_WRITE_TIMEOUT_MS: "5000",
         },
       });
       started.push(child);
@@ -126,7 +180,12 @@ export async function startCluster(seed: number, sluiceCount = 4): Promise<Clust
     for (let i = 0; i < sluices.length; i += 2) await Promise.all(sluices.slice(i, i + 2).map((s) => s.child.start()));
 
     return {
-      dir, redisUrl, redis, upstreams, sluices, logs,
+      dir,
+      redisUrl,
+      redis,
+      upstreams,
+      sluices,
+      logs,
       async close() {
         await stopAll([...sluices.map((s) => s.child), ...upstreams.map((u) => u.child), redis]);
         rmSync(dir, { recursive: true, force: true });

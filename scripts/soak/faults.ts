@@ -6,7 +6,14 @@ import type { Rng } from "./rng.ts";
 /** The faults the soak injects, one at a time, each healed before the next. */
 export type FaultKind = "redis-freeze" | "redis-kill" | "upstream-kill" | "upstream-freeze" | "sluice-kill";
 /** One bag of draws: a Redis freeze twice, as it is the fault most likely to lose a reply. */
-const BAG: readonly FaultKind[] = ["redis-freeze", "redis-freeze", "redis-kill", "upstream-kill", "upstream-freeze", "sluice-kill"];
+const BAG: readonly FaultKind[] = [
+  "redis-freeze",
+  "redis-freeze",
+  "redis-kill",
+  "upstream-kill",
+  "upstream-freeze",
+  "sluice-kill",
+];
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -63,7 +70,8 @@ export class FaultInjector {
       if (stopped()) break;
       if (this.bag.length === 0) this.bag = this.shuffled(BAG);
       const kind = this.bag.pop();
-      if (kind) await this.inject(kind).catch((err: unknown) => this.problems.push(`${kind}: ${String(err).slice(0, 300)}`));
+      if (kind)
+        await this.inject(kind).catch((err: unknown) => this.problems.push(`${kind}: ${String(err).slice(0, 300)}`));
     }
     await this.heal();
   }
@@ -73,7 +81,10 @@ export class FaultInjector {
     const c = this.cluster;
     for (const child of [c.redis, ...c.upstreams.map((u) => u.child), ...c.sluices.map((s) => s.child)]) {
       if (child.frozen()) child.thaw();
-      if (!child.running()) await restart(child).catch((err: unknown) => this.problems.push(`heal ${child.name}: ${String(err).slice(0, 300)}`));
+      if (!child.running())
+        await restart(child).catch((err: unknown) =>
+          this.problems.push(`heal ${child.name}: ${String(err).slice(0, 300)}`),
+        );
     }
     this.down.clear();
   }
@@ -97,7 +108,9 @@ export class FaultInjector {
       if (sluiceIndex >= 0 && this.down.has(sluiceIndex)) continue;
       this.crashes.add(child.name);
       this.log(`${child.name} exited on its own; restarting it. Its last output:\n${child.tail().slice(-1500)}`);
-      await restart(child).catch((err: unknown) => this.problems.push(`revive ${child.name}: ${String(err).slice(0, 300)}`));
+      await restart(child).catch((err: unknown) =>
+        this.problems.push(`revive ${child.name}: ${String(err).slice(0, 300)}`),
+      );
     }
   }
 

@@ -2,7 +2,11 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
-import { ChatParamsSchema, CompletionService, type ChatParams } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
+import {
+  ChatParamsSchema,
+  CompletionService,
+  type ChatParams,
+} from "../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { Told } from "./outcomes.ts";
 
 /** Where a gRPC caller goes away: before the first event, after it, mid-stream, or on the finish. */
@@ -24,7 +28,12 @@ export interface GrpcCallPlan {
 }
 
 /** What the caller was told, with the id when it saw one. */
-export interface GrpcCallResult { told: Told; id?: string; detail: string; chunks: number }
+export interface GrpcCallResult {
+  told: Told;
+  id?: string;
+  detail: string;
+  chunks: number;
+}
 
 /** One Completion client per core; connect-node reconnects by itself after a restart. */
 export function completionClient(coreUrl: string): Client<typeof CompletionService> {
@@ -33,7 +42,12 @@ export function completionClient(coreUrl: string): Client<typeof CompletionServi
 }
 
 /** Builds `ChatParams` from plain fields (so the traffic module stays free of protobuf). */
-export function chatParams(init: { model: string; messages: Array<{ role: string; content: string }>; maxTokens?: number; n: number }): ChatParams {
+export function chatParams(init: {
+  model: string;
+  messages: Array<{ role: string; content: string }>;
+  maxTokens?: number;
+  n: number;
+}): ChatParams {
   return create(ChatParamsSchema, {
     model: init.model,
     messages: init.messages,
@@ -55,7 +69,12 @@ function reasonOf(err: ConnectError): string | undefined {
 export async function grpcCall(plan: GrpcCallPlan): Promise<GrpcCallResult> {
   const abort = new AbortController();
   let left: string | undefined;
-  const leave = (stage: string) => { if (left === undefined) { left = stage; abort.abort(); } };
+  const leave = (stage: string) => {
+    if (left === undefined) {
+      left = stage;
+      abort.abort();
+    }
+  };
   const timer = setTimeout(() => leave("at the soak's timeout"), plan.timeoutMs);
   let id: string | undefined;
   let events = 0;
@@ -63,14 +82,22 @@ export async function grpcCall(plan: GrpcCallPlan): Promise<GrpcCallResult> {
   let usage = false;
   const withId = (r: GrpcCallResult): GrpcCallResult => (id === undefined ? r : { ...r, id });
   const l = plan.leave;
-  const early = l.at === "before-first-event" ? setTimeout(() => { if (events === 0) leave("before the first event"); }, l.ms) : undefined;
+  const early =
+    l.at === "before-first-event"
+      ? setTimeout(() => {
+          if (events === 0) leave("before the first event");
+        }, l.ms)
+      : undefined;
   const headers = { authorization: `Bearer ${plan.apiKey}` };
   try {
     if (!plan.stream) {
       const out = await plan.client.createChatCompletion({ params: plan.params }, { headers, signal: abort.signal });
       return { told: "success", id: out.id, detail: "grpc unary", chunks: 0 };
     }
-    for await (const e of plan.client.streamChatCompletion({ params: plan.params }, { headers, signal: abort.signal })) {
+    for await (const e of plan.client.streamChatCompletion(
+      { params: plan.params },
+      { headers, signal: abort.signal },
+    )) {
       events += 1;
       id ??= e.id;
       if (e.event.case === "delta") deltas += 1;
@@ -91,10 +118,15 @@ export async function grpcCall(plan: GrpcCallPlan): Promise<GrpcCallResult> {
     const reason = reasonOf(e);
     if (reason === undefined) {
       const refused = e.code === Code.Unavailable && /ECONNREFUSED/.test(e.message) && events === 0;
-      return withId({ told: refused ? "unreachable" : "cut-off", detail: `grpc ${Code[e.code]} without ErrorInfo`, chunks: deltas });
+      return withId({
+        told: refused ? "unreachable" : "cut-off",
+        detail: `grpc ${Code[e.code]} without ErrorInfo`,
+        chunks: deltas,
+      });
     }
     if (events === 0) return { told: "error-status", detail: `grpc ${reason}`, chunks: 0 };
-    if (reason === "spend_cap_exceeded") return withId({ told: "spend-cap-abort", detail: "grpc spend_cap_exceeded", chunks: deltas });
+    if (reason === "spend_cap_exceeded")
+      return withId({ told: "spend-cap-abort", detail: "grpc spend_cap_exceeded", chunks: deltas });
     return withId({ told: "internal-error", detail: `grpc mid-stream ${reason}`, chunks: deltas });
   } finally {
     clearTimeout(timer);

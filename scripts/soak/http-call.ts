@@ -32,7 +32,12 @@ export interface HttpCallPlan {
 }
 
 /** What the client was told, with the id when it saw one. */
-export interface HttpCallResult { told: Told; id?: string; detail: string; chunks: number }
+export interface HttpCallResult {
+  told: Told;
+  id?: string;
+  detail: string;
+  chunks: number;
+}
 
 const LIMIT = 64 * 1024;
 
@@ -42,7 +47,9 @@ function codeOf(text: string): string {
     const json = JSON.parse(text) as { detail?: unknown; error?: { code?: unknown } };
     if (typeof json.detail === "string") return json.detail;
     if (typeof json.error?.code === "string") return json.error.code;
-  } catch { /* plain body, e.g. the 413 */ }
+  } catch {
+    /* plain body, e.g. the 413 */
+  }
   return text.length === 0 ? "(empty)" : "(plain)";
 }
 
@@ -55,14 +62,24 @@ export function httpCall(plan: HttpCallPlan): Promise<HttpCallResult> {
     const url = new URL("/v1/chat/completions", plan.edgeUrl);
     const body = Buffer.from(plan.body);
     const req = request({
-      host: url.hostname, port: url.port, path: url.pathname, method: "POST", agent: false,
-      headers: { "content-type": "application/json", "content-length": String(body.length), authorization: `Bearer ${plan.apiKey}` },
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname,
+      method: "POST",
+      agent: false,
+      headers: {
+        "content-type": "application/json",
+        "content-length": String(body.length),
+        authorization: `Bearer ${plan.apiKey}`,
+      },
     });
     const sse = new SseScanner();
     let settled = false;
     let response: IncomingMessage | undefined;
     let timers: NodeJS.Timeout[] = [];
-    const later = (ms: number, fn: () => void) => { timers.push(setTimeout(fn, ms)); };
+    const later = (ms: number, fn: () => void) => {
+      timers.push(setTimeout(fn, ms));
+    };
 
     const finish = (result: HttpCallResult) => {
       if (settled) return;
@@ -82,11 +99,14 @@ export function httpCall(plan: HttpCallPlan): Promise<HttpCallResult> {
       if (s.internalError) return finish(withId({ told: "internal-error", detail: "sse service_unavailable", chunks }));
       if (s.usage && s.done) return finish(withId({ told: "success", detail: "sse", chunks }));
       if (how === "left") return finish(withId({ told: "client-left", detail: `left ${stage}`, chunks }));
-      return finish(withId({ told: "cut-off", detail: how === "end" ? "sse ended without a terminal event" : "sse cut", chunks }));
+      return finish(
+        withId({ told: "cut-off", detail: how === "end" ? "sse ended without a terminal event" : "sse cut", chunks }),
+      );
     };
     const leave = (stage: string) => {
       if (settled) return;
-      if (response && (response.headers["content-type"] ?? "").startsWith("text/event-stream")) return concludeSse("left", stage);
+      if (response && (response.headers["content-type"] ?? "").startsWith("text/event-stream"))
+        return concludeSse("left", stage);
       finish({ told: "client-left", detail: `left ${stage}`, chunks: 0 });
     };
     later(plan.timeoutMs, () => leave("at the soak's timeout"));
@@ -111,7 +131,10 @@ export function httpCall(plan: HttpCallPlan): Promise<HttpCallResult> {
           res.pause();
           later(plan.pauseMs, () => res.resume());
         }
-        if (!isSse) { if (text.length < LIMIT) text += piece; return; }
+        if (!isSse) {
+          if (text.length < LIMIT) text += piece;
+          return;
+        }
         sse.feed(piece);
         if (s.done || s.spendCapAbort || s.internalError || s.oddity !== undefined) return; // told already; wait for the end
         const l = plan.leave;
@@ -122,11 +145,15 @@ export function httpCall(plan: HttpCallPlan): Promise<HttpCallResult> {
       res.on("end", () => {
         if (settled) return;
         if (isSse) return concludeSse("end", "");
-        if (res.statusCode !== 200) return finish({ told: "error-status", detail: `${res.statusCode} ${codeOf(text)}`, chunks: 0 });
+        if (res.statusCode !== 200)
+          return finish({ told: "error-status", detail: `${res.statusCode} ${codeOf(text)}`, chunks: 0 });
         try {
           const json = JSON.parse(text) as { id?: unknown; usage?: unknown };
-          if (typeof json.id === "string" && typeof json.usage === "object") return finish({ told: "success", id: json.id, detail: "json", chunks: 0 });
-        } catch { /* below */ }
+          if (typeof json.id === "string" && typeof json.usage === "object")
+            return finish({ told: "success", id: json.id, detail: "json", chunks: 0 });
+        } catch {
+          /* below */
+        }
         finish({ told: "malformed", detail: `json 200 without id: ${text.slice(0, 60)}`, chunks: 0 });
       });
       const cut = () => {
@@ -152,13 +179,19 @@ export function httpCall(plan: HttpCallPlan): Promise<HttpCallResult> {
         break;
       case "slow-body":
         req.write(body.subarray(0, half));
-        later(l.ms, () => { if (!settled) req.end(body.subarray(half)); });
+        later(l.ms, () => {
+          if (!settled) req.end(body.subarray(half));
+        });
         break;
       case "after-send":
         req.end(body, () => leave("right after sending"));
         break;
       case "before-first-byte":
-        req.end(body, () => later(l.ms, () => { if (!response) leave("before the first byte"); }));
+        req.end(body, () =>
+          later(l.ms, () => {
+            if (!response) leave("before the first byte");
+          }),
+        );
         break;
       default:
         req.end(body);

@@ -14,12 +14,25 @@
  * - `malformed`: an answer that fits none of the above (a soak or Sluice bug; reported).
  */
 export type Told =
-  | "success" | "spend-cap-abort" | "internal-error" | "error-status"
-  | "client-left" | "cut-off" | "unreachable" | "malformed";
+  | "success"
+  | "spend-cap-abort"
+  | "internal-error"
+  | "error-status"
+  | "client-left"
+  | "cut-off"
+  | "unreachable"
+  | "malformed";
 
 /** Every kind, in report order. */
 export const TOLD_KINDS: readonly Told[] = [
-  "success", "spend-cap-abort", "internal-error", "error-status", "client-left", "cut-off", "unreachable", "malformed",
+  "success",
+  "spend-cap-abort",
+  "internal-error",
+  "error-status",
+  "client-left",
+  "cut-off",
+  "unreachable",
+  "malformed",
 ];
 
 /** Kinds after which the call may or may not have been billed. */
@@ -60,6 +73,9 @@ export class Tally {
   }
   /** "a 3, b 2", largest first. */
   line(): string {
-    return [...this.counts.entries()].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`).join(", ");
+    return [...this.counts.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, n]) => `${k} ${n}`)
+      .join(", ");
   }
 }

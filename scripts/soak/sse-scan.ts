@@ -22,12 +22,26 @@ export interface SseState {
   oddity: string | undefined;
 }
 
-interface ChunkLike { id?: unknown; choices?: unknown; usage?: unknown; error?: unknown; status?: unknown; code?: unknown }
+interface ChunkLike {
+  id?: unknown;
+  choices?: unknown;
+  usage?: unknown;
+  error?: unknown;
+  status?: unknown;
+  code?: unknown;
+}
 
 /** An incremental scanner: feed it text as it arrives; `state` is always up to date. */
 export class SseScanner {
   readonly state: SseState = {
-    id: undefined, contentChunks: 0, finished: false, usage: false, spendCapAbort: false, internalError: false, done: false, oddity: undefined,
+    id: undefined,
+    contentChunks: 0,
+    finished: false,
+    usage: false,
+    spendCapAbort: false,
+    internalError: false,
+    done: false,
+    oddity: undefined,
   };
   private buffer = "";
 
@@ -55,7 +69,10 @@ export class SseScanner {
     if (data.length === 0) return;
     const payload = data.join("\n");
     const s = this.state;
-    if (payload === "[DONE]") { s.done = true; return; }
+    if (payload === "[DONE]") {
+      s.done = true;
+      return;
+    }
     let json: ChunkLike;
     try {
       json = JSON.parse(payload) as ChunkLike;
@@ -68,7 +85,10 @@ export class SseScanner {
       else s.oddity ??= `error event: ${payload.slice(0, 160)}`;
       return;
     }
-    if (event !== undefined) { s.oddity ??= `unknown event ${event}`; return; }
+    if (event !== undefined) {
+      s.oddity ??= `unknown event ${event}`;
+      return;
+    }
     if (json.error !== undefined) {
       if (json.error === "service_unavailable" && json.status === 500) s.internalError = true;
       else s.oddity ??= `error data: ${payload.slice(0, 160)}`;

@@ -1,9 +1,11 @@
 import type { Rng } from "./rng.ts";
 
-const WORDS = ("river water sea mountain desert summer winter cloud rain snow valley forest meter budget " +
+const WORDS = (
+  "river water sea mountain desert summer winter cloud rain snow valley forest meter budget " +
   "cap spend token stream chunk gateway account key limit reserve settle refund ledger record usage period " +
   "month price model engine upstream redis process signal freeze restart client reader backpressure " +
-  "cancel abort partial charge invoice payment status trace request response header body event").split(" ");
+  "cancel abort partial charge invoice payment status trace request response header body event"
+).split(" ");
 
 /** A sentence of 6 to 18 words, capitalised and ended with a full stop. */
 function sentence(rng: Rng): string {
@@ -33,5 +35,8 @@ export function messagesFor(rng: Rng, long: boolean): Array<{ role: string; cont
   const system = long ? prose(rng, rng.int(400, 2_500)) : prose(rng, rng.int(10, 60));
   // The fake upstream echoes the last user message, so its length sets the upstream's answer length.
   const user = `Question about ${rng.pick(WORDS)} and ${rng.pick(WORDS)}: ${prose(rng, rng.int(3, 250))}`;
-  return [{ role: "system", content: system }, { role: "user", content: user }];
+  return [
+    { role: "system", content: system },
+    { role: "user", content: user },
+  ];
 }

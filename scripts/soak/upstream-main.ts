@@ -13,7 +13,7 @@ import { createRng } from "./rng.ts";
 
 /** Share of requests answered in each mode; mostly well. */
 const MIX: Record<FakeUpstreamMode, number> = {
-  "ok": 84,
+  ok: 84,
   "no-usage": 3,
   "die-mid-stream": 4,
   "stall-mid-stream": 2,
@@ -30,7 +30,9 @@ const upstream = await startFakeUpstream({
   behave: () => rng.weighted(MIX),
 });
 // The recorded requests are of no use here and would grow for the whole run.
-setInterval(() => { upstream.requests.length = 0; }, 5_000).unref();
+setInterval(() => {
+  upstream.requests.length = 0;
+}, 5_000).unref();
 process.stdout.write(`fake upstream on ${upstream.url}\n`);
 process.stdin.resume();
 process.stdin.on("end", () => void upstream.close().then(() => process.exit(0)));

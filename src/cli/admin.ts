@@ -3,9 +3,16 @@ import { toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf"
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import {
-  AdminService, GetAccountResponseSchema, CreateAccountResponseSchema, CreateApiKeyResponseSchema,
-  ListApiKeysResponseSchema, ListUsageRecordsResponseSchema, PaymentStatus, RevokeApiKeyResponseSchema,
-  SubscriptionStatus, UpdateAccountResponseSchema,
+  AdminService,
+  GetAccountResponseSchema,
+  CreateAccountResponseSchema,
+  CreateApiKeyResponseSchema,
+  ListApiKeysResponseSchema,
+  ListUsageRecordsResponseSchema,
+  PaymentStatus,
+  RevokeApiKeyResponseSchema,
+  SubscriptionStatus,
+  UpdateAccountResponseSchema,
 } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { reasonOf } from "../errors/catalogue.ts";
 
@@ -58,10 +65,19 @@ async function run(argv: string[]): Promise<void> {
     args: argv,
     allowPositionals: true,
     options: {
-      email: { type: "string" }, "cap-usd": { type: "string" }, "cap-micros": { type: "string" },
-      onboarded: { type: "boolean" }, "onboarding-complete": { type: "string" }, payment: { type: "string" }, subscription: { type: "string" },
-      rps: { type: "string" }, burst: { type: "string" }, "page-size": { type: "string" },
-      "page-token": { type: "string" }, all: { type: "boolean" }, help: { type: "boolean", short: "h" },
+      email: { type: "string" },
+      "cap-usd": { type: "string" },
+      "cap-micros": { type: "string" },
+      onboarded: { type: "boolean" },
+      "onboarding-complete": { type: "string" },
+      payment: { type: "string" },
+      subscription: { type: "string" },
+      rps: { type: "string" },
+      burst: { type: "string" },
+      "page-size": { type: "string" },
+      "page-token": { type: "string" },
+      all: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
     },
   });
   const [command, id] = positionals;
@@ -71,7 +87,10 @@ async function run(argv: string[]): Promise<void> {
   }
   const token = process.env.SLUICE_ADMIN_TOKEN;
   if (!token) throw new UsageError("SLUICE_ADMIN_TOKEN is not set");
-  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: process.env.SLUICE_CORE_URL ?? "http://127.0.0.1:50051" }));
+  const admin = createClient(
+    AdminService,
+    createGrpcTransport({ baseUrl: process.env.SLUICE_CORE_URL ?? "http://127.0.0.1:50051" }),
+  );
   const opts = { headers: { authorization: `Bearer ${token}` }, timeoutMs: 10_000 };
   const need = (value: string | undefined, what: string): string => {
     if (!value) throw new UsageError(`${command} needs ${what}`);
@@ -80,33 +99,58 @@ async function run(argv: string[]): Promise<void> {
   const cap = capMicros(values);
   switch (command) {
     case "create-account":
-      return print(CreateAccountResponseSchema, await admin.createAccount({
-        ...(values.email !== undefined && { email: values.email }),
-        ...(cap !== undefined && { spendCapUsdMicros: cap }),
-        onboardingComplete: values.onboarded === true,
-      }, opts));
+      return print(
+        CreateAccountResponseSchema,
+        await admin.createAccount(
+          {
+            ...(values.email !== undefined && { email: values.email }),
+            ...(cap !== undefined && { spendCapUsdMicros: cap }),
+            onboardingComplete: values.onboarded === true,
+          },
+          opts,
+        ),
+      );
     case "get-account":
       return print(GetAccountResponseSchema, await admin.getAccount({ accountId: need(id, "an account id") }, opts));
     case "update-account": {
       const onboarded = bool(values["onboarding-complete"], "--onboarding-complete");
-      const payment = values.payment === undefined ? undefined : { ok: PaymentStatus.OK, failed: PaymentStatus.FAILED }[values.payment];
-      const subscription = values.subscription === undefined ? undefined : { active: SubscriptionStatus.ACTIVE, canceled: SubscriptionStatus.CANCELED }[values.subscription];
+      const payment =
+        values.payment === undefined
+          ? undefined
+          : { ok: PaymentStatus.OK, failed: PaymentStatus.FAILED }[values.payment];
+      const subscription =
+        values.subscription === undefined
+          ? undefined
+          : { active: SubscriptionStatus.ACTIVE, canceled: SubscriptionStatus.CANCELED }[values.subscription];
       if (values.payment !== undefined && payment === undefined) throw new UsageError("--payment must be ok or failed");
-      if (values.subscription !== undefined && subscription === undefined) throw new UsageError("--subscription must be active or canceled");
-      return print(UpdateAccountResponseSchema, await admin.updateAccount({
-        accountId: need(id, "an account id"),
-        ...(cap !== undefined && { spendCapUsdMicros: cap }),
-        ...(onboarded !== undefined && { onboardingComplete: onboarded }),
-        ...(payment !== undefined && { paymentStatus: payment }),
-        ...(subscription !== undefined && { subscriptionStatus: subscription }),
-      }, opts));
+      if (values.subscription !== undefined && subscription === undefined)
+        throw new UsageError("--subscription must be active or canceled");
+      return print(
+        UpdateAccountResponseSchema,
+        await admin.updateAccount(
+          {
+            accountId: need(id, "an account id"),
+            ...(cap !== undefined && { spendCapUsdMicros: cap }),
+            ...(onboarded !== undefined && { onboardingComplete: onboarded }),
+            ...(payment !== undefined && { paymentStatus: payment }),
+            ...(subscription !== undefined && { subscriptionStatus: subscription }),
+          },
+          opts,
+        ),
+      );
     }
     case "create-key":
-      return print(CreateApiKeyResponseSchema, await admin.createApiKey({
-        accountId: need(id, "an account id"),
-        ...(values.rps !== undefined && { rateLimitRps: Number(values.rps) }),
-        ...(values.burst !== undefined && { burst: Number(values.burst) }),
-      }, opts));
+      return print(
+        CreateApiKeyResponseSchema,
+        await admin.createApiKey(
+          {
+            accountId: need(id, "an account id"),
+            ...(values.rps !== undefined && { rateLimitRps: Number(values.rps) }),
+            ...(values.burst !== undefined && { burst: Number(values.burst) }),
+          },
+          opts,
+        ),
+      );
     case "revoke-key":
       return print(RevokeApiKeyResponseSchema, await admin.revokeApiKey({ apiKeyId: need(id, "an api key id") }, opts));
     case "list-keys":
@@ -123,7 +167,10 @@ async function run(argv: string[]): Promise<void> {
         pages += 1;
         records += page.usageRecords.length;
         pageToken = page.nextPageToken;
-        if (values.all) process.stderr.write(`usage: ${records} records in ${pages} pages${pageToken ? ", more to come" : ", done"}\n`);
+        if (values.all)
+          process.stderr.write(
+            `usage: ${records} records in ${pages} pages${pageToken ? ", more to come" : ", done"}\n`,
+          );
       } while (values.all && pageToken);
       return;
     }
@@ -133,7 +180,10 @@ async function run(argv: string[]): Promise<void> {
 }
 
 run(process.argv.slice(2)).catch((err: unknown) => {
-  if (err instanceof UsageError || (err instanceof TypeError && "code" in err && String(err.code).startsWith("ERR_PARSE_ARGS"))) {
+  if (
+    err instanceof UsageError ||
+    (err instanceof TypeError && "code" in err && String(err.code).startsWith("ERR_PARSE_ARGS"))
+  ) {
     process.stderr.write(`admin: ${err.message}\n\n${USAGE}`);
     process.exit(2);
   }

@@ -14,7 +14,15 @@ type Handler = (req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: Ed
 const handleMe: Handler = async (_req, res, deps, r) => {
   let headers: Record<string, string> = { "x-request-id": r.requestId };
   try {
-    const me = await deps.clients.identity.getCaller({}, { ...coreCall(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
+    const me = await deps.clients.identity.getCaller(
+      {},
+      {
+        ...coreCall(r),
+        onHeader: (h) => {
+          headers = { ...headers, ...rateLimitHeadersOf(h) };
+        },
+      },
+    );
     writeJson(res, 200, { id: me.id, email: me.email ?? null }, headers);
   } catch (err) {
     writeCoreError(res, err, deps.links, headers, false);
@@ -25,8 +33,21 @@ const handleMe: Handler = async (_req, res, deps, r) => {
 const handleModels: Handler = async (_req, res, deps, r) => {
   let headers: Record<string, string> = { "x-request-id": r.requestId };
   try {
-    const out = await deps.clients.completion.listModels({}, { ...coreCall(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
-    writeJson(res, 200, { object: "list", data: out.models.map((m) => ({ id: m.id, object: "model", created: 0, owned_by: m.ownedBy })) }, headers);
+    const out = await deps.clients.completion.listModels(
+      {},
+      {
+        ...coreCall(r),
+        onHeader: (h) => {
+          headers = { ...headers, ...rateLimitHeadersOf(h) };
+        },
+      },
+    );
+    writeJson(
+      res,
+      200,
+      { object: "list", data: out.models.map((m) => ({ id: m.id, object: "model", created: 0, owned_by: m.ownedBy })) },
+      headers,
+    );
   } catch (err) {
     writeCoreError(res, err, deps.links, headers, false);
   }
@@ -67,14 +88,34 @@ export function createEdge(deps: EdgeDeps): RequestListener {
     const route = ROUTES[routeKey];
     const base = { "x-request-id": requestId };
     const started = performance.now();
-    res.once("close", () => deps.metrics?.http(route ? routeKey : "other", req.method ?? "", res.statusCode, (performance.now() - started) / 1000));
+    res.once("close", () =>
+      deps.metrics?.http(
+        route ? routeKey : "other",
+        req.method ?? "",
+        res.statusCode,
+        (performance.now() - started) / 1000,
+      ),
+    );
     if (!route) return writeError(res, httpErrorFor("not_found", deps.links), base, true);
     const handler = route[req.method ?? "GET"];
-    if (!handler) return writeError(res, httpErrorFor("method_not_allowed", deps.links), { ...base, allow: Object.keys(route).join(", ") }, true);
+    if (!handler)
+      return writeError(
+        res,
+        httpErrorFor("method_not_allowed", deps.links),
+        { ...base, allow: Object.keys(route).join(", ") },
+        true,
+      );
     const authorization = req.headers.authorization;
-    const r: EdgeRequest = { requestId, authorization: parseBearer(authorization) === undefined ? undefined : authorization, values: createContextValues() };
+    const r: EdgeRequest = {
+      requestId,
+      authorization: parseBearer(authorization) === undefined ? undefined : authorization,
+      values: createContextValues(),
+    };
     handler(req, res, deps, r).catch((err: unknown) => {
-      deps.logger.error("edge handler failed", { requestId, error: err instanceof Error ? err.stack ?? err.message : String(err) });
+      deps.logger.error("edge handler failed", {
+        requestId,
+        error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+      });
       writeCoreError(res, err, deps.links, base, false);
     });
   };

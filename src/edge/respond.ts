@@ -3,14 +3,26 @@ import { toHttpError, type HttpError } from "../errors/http.ts";
 import type { ErrorLinks } from "../errors/catalogue.ts";
 
 /** Writes a body with its status and headers, then ends the response (see `finish`). */
-function send(res: ServerResponse, status: number, headers: Record<string, string>, contentType: string, text: string, bodyUnread: boolean): void {
+function send(
+  res: ServerResponse,
+  status: number,
+  headers: Record<string, string>,
+  contentType: string,
+  text: string,
+  bodyUnread: boolean,
+): void {
   res.writeHead(status, { ...headers, "content-type": contentType, "content-length": Buffer.byteLength(text) });
   res.write(text);
   finish(res, bodyUnread);
 }
 
 /** Writes a JSON body with its status and headers. */
-export function writeJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function writeJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   send(res, status, headers, "application/json", JSON.stringify(body), false);
 }
 
@@ -47,17 +59,29 @@ function finish(res: ServerResponse, bodyUnread: boolean): void {
  * Writes an error response. `bodyUnread` marks a refusal made before the request body was
  * (fully) read; see `finish`.
  */
-export function writeError(res: ServerResponse, error: HttpError, extra: Record<string, string>, bodyUnread: boolean): void {
+export function writeError(
+  res: ServerResponse,
+  error: HttpError,
+  extra: Record<string, string>,
+  bodyUnread: boolean,
+): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   const headers = { ...extra, ...error.headers };
-  if (typeof error.body === "string") send(res, error.status, headers, "text/plain; charset=utf-8", error.body, bodyUnread);
+  if (typeof error.body === "string")
+    send(res, error.status, headers, "text/plain; charset=utf-8", error.body, bodyUnread);
   else send(res, error.status, headers, "application/json", JSON.stringify(error.body), bodyUnread);
 }
 
 /** Maps a core error and writes it. */
-export function writeCoreError(res: ServerResponse, err: unknown, links: ErrorLinks, extra: Record<string, string>, bodyUnread: boolean): void {
+export function writeCoreError(
+  res: ServerResponse,
+  err: unknown,
+  links: ErrorLinks,
+  extra: Record<string, string>,
+  bodyUnread: boolean,
+): void {
   writeError(res, toHttpError(err, links), extra, bodyUnread);
 }

@@ -13,10 +13,29 @@ async function file(name: string, text: string): Promise<string> {
 
 describe("loadModelsFile", () => {
   it("reads DESIGN's JSON example", async () => {
-    const path = await file("models.json", JSON.stringify({ models: [
-      { name: "service-extract", engine: "extractive", inputUsdMicrosPerMillion: 1000000, outputUsdMicrosPerMillion: 2000000, tokenizer: "o200k_base" },
-      { name: "llama-3.1-8b", engine: "openai", baseUrl: "http://vllm:8000/v1", upstreamModel: "meta-llama/Llama-3.1-8B-Instruct", apiKeyEnv: "VLLM_API_KEY", inputUsdMicrosPerMillion: 200000, outputUsdMicrosPerMillion: 600000 },
-    ] }));
+    const path = await file(
+      "models.json",
+      JSON.stringify({
+        models: [
+          {
+            name: "service-extract",
+            engine: "extractive",
+            inputUsdMicrosPerMillion: 1000000,
+            outputUsdMicrosPerMillion: 2000000,
+            tokenizer: "o200k_base",
+          },
+          {
+            name: "llama-3.1-8b",
+            engine: "openai",
+            baseUrl: "http://vllm:8000/v1",
+            upstreamModel: "meta-llama/Llama-3.1-8B-Instruct",
+            apiKeyEnv: "VLLM_API_KEY",
+            inputUsdMicrosPerMillion: 200000,
+            outputUsdMicrosPerMillion: 600000,
+          },
+        ],
+      }),
+    );
     const models = await loadModelsFile(path);
     expect(models.map((m) => m.name)).toEqual(["service-extract", "llama-3.1-8b"]);
   });
@@ -28,7 +47,11 @@ describe("loadModelsFile", () => {
 
   it.each([
     ["no price", { name: "cheap", engine: "extractive" }, /models\.0: model "cheap" has no price/],
-    ["a zero price", { name: "zero", engine: "extractive", inputUsdMicrosPerMillion: 0, outputUsdMicrosPerMillion: 5 }, /model "zero" has no price/],
+    [
+      "a zero price",
+      { name: "zero", engine: "extractive", inputUsdMicrosPerMillion: 0, outputUsdMicrosPerMillion: 5 },
+      /model "zero" has no price/,
+    ],
     ["an unknown engine", { name: "x", engine: "magic", free: true }, /models\.0\.engine/],
     ["an unknown field", { name: "x", engine: "extractive", free: true, colour: "red" }, /colour/],
   ])("refuses a model with %s, naming the entry", async (_what, entry, message) => {
@@ -38,7 +61,15 @@ describe("loadModelsFile", () => {
   });
 
   it("refuses duplicate names and unreadable files", async () => {
-    const dup = await file("m.json", JSON.stringify({ models: [{ name: "a", engine: "extractive", free: true }, { name: "a", engine: "extractive", free: true }] }));
+    const dup = await file(
+      "m.json",
+      JSON.stringify({
+        models: [
+          { name: "a", engine: "extractive", free: true },
+          { name: "a", engine: "extractive", free: true },
+        ],
+      }),
+    );
     await expect(loadModelsFile(dup)).rejects.toThrow(/duplicate model name "a"/);
     await expect(loadModelsFile(join(tmpdir(), "does-not-exist.json"))).rejects.toThrow(/cannot read/);
     await expect(loadModelsFile(await file("bad.json", "{nope"))).rejects.toThrow(/cannot read/);

@@ -38,13 +38,17 @@ describe("tokenizer", () => {
 
   it("refuses a huge unbroken input against the limit without counting all of it", () => {
     expect(t.countMessages([{ role: "user", content: "a".repeat(2_000_000) }], 32_768)).toBeUndefined();
-    expect(t.countMessages([{ role: "user", content: "a".repeat(1_000) }], 32_768)).toBe(3 + 3 + t.count("a".repeat(1_000)));
+    expect(t.countMessages([{ role: "user", content: "a".repeat(1_000) }], 32_768)).toBe(
+      3 + 3 + t.count("a".repeat(1_000)),
+    );
   });
 
   it("adds framing per message and counts the extra texts as input", () => {
     const base = t.countMessages([{ role: "user", content: "hi" }], 100);
     expect(base).toBe(3 + 3 + 1);
-    const tools = JSON.stringify([{ type: "function", function: { name: "get_weather", parameters: { type: "object" } } }]);
+    const tools = JSON.stringify([
+      { type: "function", function: { name: "get_weather", parameters: { type: "object" } } },
+    ]);
     expect(t.countMessages([{ role: "user", content: "hi" }], 100, [tools])).toBe((base ?? 0) + t.count(tools));
     expect(t.countMessages([{ role: "user", content: "hi" }], 10, ["word ".repeat(50)])).toBeUndefined();
   });
@@ -60,7 +64,7 @@ describe("tokenizer", () => {
   });
 
   it("counts a tool message's tool_call_id as input", () => {
-    const toolCallId = "call_".repeat(51) + "x";
+    const toolCallId = `${"call_".repeat(51)}x`;
     expect(toolCallId).toHaveLength(256);
     const own = countTokens(toolCallId);
     expect(own).toBeGreaterThan(0);
@@ -71,11 +75,14 @@ describe("tokenizer", () => {
 
   it("refuses a conversation whose content is small but whose names and tool_call_ids pass the limit", () => {
     const name = "n_".repeat(128);
-    const toolCallId = "call_".repeat(51) + "x";
-    const messages = Array.from({ length: 400 }, (_, i) => (i % 2 === 0
-      ? { role: "user", content: "hi", name }
-      : { role: "tool", content: "ok", toolCallId }));
-    const contentOnly = t.countMessages(messages.map((m) => ({ role: m.role, content: m.content })), 32_768);
+    const toolCallId = `${"call_".repeat(51)}x`;
+    const messages = Array.from({ length: 400 }, (_, i) =>
+      i % 2 === 0 ? { role: "user", content: "hi", name } : { role: "tool", content: "ok", toolCallId },
+    );
+    const contentOnly = t.countMessages(
+      messages.map((m) => ({ role: m.role, content: m.content })),
+      32_768,
+    );
     expect(contentOnly).toBeDefined();
     expect(contentOnly ?? Number.POSITIVE_INFINITY).toBeLessThan(4_000);
     expect(t.countMessages(messages, 32_768)).toBeUndefined();
@@ -83,6 +90,8 @@ describe("tokenizer", () => {
 
   it("refuses a huge name against the limit without counting all of it", () => {
     expect(t.countMessages([{ role: "user", content: "hi", name: "a".repeat(2_000_000) }], 32_768)).toBeUndefined();
-    expect(t.countMessages([{ role: "tool", content: "hi", toolCallId: "b".repeat(2_000_000) }], 32_768)).toBeUndefined();
+    expect(
+      t.countMessages([{ role: "tool", content: "hi", toolCallId: "b".repeat(2_000_000) }], 32_768),
+    ).toBeUndefined();
   });
 });

@@ -2,8 +2,16 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 import {
-  CATALOGUE, ERROR_DOMAIN, errorBody, isReason, reasonOf, retryAfterMsOf, sluiceError, streamAbortPayload,
-  STREAM_INTERNAL_ERROR, type Reason,
+  CATALOGUE,
+  ERROR_DOMAIN,
+  errorBody,
+  isReason,
+  reasonOf,
+  retryAfterMsOf,
+  sluiceError,
+  streamAbortPayload,
+  STREAM_INTERNAL_ERROR,
+  type Reason,
 } from "./catalogue.ts";
 import { bodyTooLarge, httpErrorFor, toHttpError } from "./http.ts";
 
@@ -81,7 +89,11 @@ describe("the catalogue", () => {
   });
 
   it("keeps metadata, message and headers of one occurrence", () => {
-    const err = sluiceError("invalid_request_body", { message: "messages: required", metadata: { field: "messages" }, headers: { "x-request-id": "req_1" } });
+    const err = sluiceError("invalid_request_body", {
+      message: "messages: required",
+      metadata: { field: "messages" },
+      headers: { "x-request-id": "req_1" },
+    });
     expect(err.rawMessage).toBe("messages: required");
     expect(err.findDetails(ErrorInfoSchema)[0]?.metadata).toEqual({ field: "messages" });
     expect(err.metadata.get("x-request-id")).toBe("req_1");
@@ -91,7 +103,10 @@ describe("the catalogue", () => {
     expect(reasonOf(new Error("payment_failed"))).toBeUndefined();
     expect(reasonOf(new ConnectError("x", Code.Internal))).toBeUndefined();
     const foreign = new ConnectError("x", Code.Internal, undefined, [
-      { desc: ErrorInfoSchema, value: { $typeName: "google.rpc.ErrorInfo", reason: "payment_failed", domain: "example.com", metadata: {} } },
+      {
+        desc: ErrorInfoSchema,
+        value: { $typeName: "google.rpc.ErrorInfo", reason: "payment_failed", domain: "example.com", metadata: {} },
+      },
     ]);
     expect(reasonOf(foreign)).toBeUndefined();
   });
@@ -134,29 +149,53 @@ describe("toHttpError", () => {
   });
 
   it.each([
-    [100, "1"], [0, "1"], [999, "1"], [1_000, "1"], [1_001, "2"], [1_500, "2"], [1_339_200_000, "1339200"],
+    [100, "1"],
+    [0, "1"],
+    [999, "1"],
+    [1_000, "1"],
+    [1_001, "2"],
+    [1_500, "2"],
+    [1_339_200_000, "1339200"],
   ])("sets Retry-After for a delay of %i ms to %s", (ms, header) => {
-    expect(toHttpError(sluiceError("api_key_rate_limited", { retryAfterMs: ms }), LINKS).headers["retry-after"]).toBe(header);
-    expect(toHttpError(sluiceError("spend_cap_exceeded", { retryAfterMs: ms }), LINKS).headers["retry-after"]).toBe(header);
+    expect(toHttpError(sluiceError("api_key_rate_limited", { retryAfterMs: ms }), LINKS).headers["retry-after"]).toBe(
+      header,
+    );
+    expect(toHttpError(sluiceError("spend_cap_exceeded", { retryAfterMs: ms }), LINKS).headers["retry-after"]).toBe(
+      header,
+    );
   });
 
   it("always sets Retry-After on a 503, and none on errors without a delay", () => {
     expect(toHttpError(sluiceError("service_unavailable"), LINKS).headers["retry-after"]).toBe("1");
-    expect(toHttpError(new ConnectError("upstream down", Code.Unavailable), LINKS)).toMatchObject({ status: 503, reason: "service_unavailable", headers: { "retry-after": "1" } });
+    expect(toHttpError(new ConnectError("upstream down", Code.Unavailable), LINKS)).toMatchObject({
+      status: 503,
+      reason: "service_unavailable",
+      headers: { "retry-after": "1" },
+    });
     expect(toHttpError(sluiceError("invalid_api_key"), LINKS).headers["retry-after"]).toBeUndefined();
   });
 
   it("forwards rate-limit headers and the request id, and nothing else", () => {
     const err = sluiceError("api_key_rate_limited", {
       retryAfterMs: 100,
-      headers: { "x-ratelimit-remaining-requests": "0", "x-request-id": "req_9", "set-cookie": "a=b", "x-internal": "1" },
+      headers: {
+        "x-ratelimit-remaining-requests": "0",
+        "x-request-id": "req_9",
+        "set-cookie": "a=b",
+        "x-internal": "1",
+      },
     });
     const { headers } = toHttpError(err, LINKS);
     expect(headers).toEqual({ "x-ratelimit-remaining-requests": "0", "x-request-id": "req_9", "retry-after": "1" });
   });
 
   it("turns unknown errors into internal_error 500 without leaking their message", () => {
-    for (const thrown of [new Error("db password hunter2"), new ConnectError("db password hunter2", Code.Internal), "db password hunter2", { oops: "hunter2" }]) {
+    for (const thrown of [
+      new Error("db password hunter2"),
+      new ConnectError("db password hunter2", Code.Internal),
+      "db password hunter2",
+      { oops: "hunter2" },
+    ]) {
       const http = toHttpError(thrown, LINKS);
       expect(http.status).toBe(500);
       expect(http.reason).toBe("internal_error");
@@ -167,22 +206,36 @@ describe("toHttpError", () => {
 
   it("keeps the catalogue message of a catalogue error", () => {
     const http = toHttpError(sluiceError("spend_cap_exceeded", { retryAfterMs: 1 }), LINKS);
-    expect((wire(http.body) as { error: { message: string } }).error.message).toBe(CATALOGUE.spend_cap_exceeded.message);
+    expect((wire(http.body) as { error: { message: string } }).error.message).toBe(
+      CATALOGUE.spend_cap_exceeded.message,
+    );
   });
 
   it("builds edge-raised errors and the plain 413 without a code", () => {
-    expect(httpErrorFor("missing_bearer_token", LINKS)).toMatchObject({ status: 401, body: { detail: "missing_bearer_token" } });
-    expect(httpErrorFor("body_must_be_object", LINKS)).toMatchObject({ status: 400, body: { detail: "body_must_be_object" } });
+    expect(httpErrorFor("missing_bearer_token", LINKS)).toMatchObject({
+      status: 401,
+      body: { detail: "missing_bearer_token" },
+    });
+    expect(httpErrorFor("body_must_be_object", LINKS)).toMatchObject({
+      status: 400,
+      body: { detail: "body_must_be_object" },
+    });
     const plain = bodyTooLarge();
     expect(plain.status).toBe(413);
     expect(plain.body).toBe("Request body too large\n");
-    expect(JSON.stringify(plain.body)).not.toContain("too_large\"");
+    expect(JSON.stringify(plain.body)).not.toContain('too_large"');
   });
 
   it("builds the stream payloads of SPEC", () => {
     expect(streamAbortPayload("spend_cap_exceeded", LINKS)).toMatchObject({ code: "spend_cap_exceeded" });
-    expect(Object.keys(streamAbortPayload("spend_cap_exceeded", LINKS)).sort()).toEqual(["code", "docs_url", "message"]);
+    expect(Object.keys(streamAbortPayload("spend_cap_exceeded", LINKS)).sort()).toEqual([
+      "code",
+      "docs_url",
+      "message",
+    ]);
     expect(STREAM_INTERNAL_ERROR).toEqual({ error: "service_unavailable", status: 500 });
-    expect(errorBody("payment_failed", LINKS)).toMatchObject({ error: { type: "billing_error", code: "payment_failed" } });
+    expect(errorBody("payment_failed", LINKS)).toMatchObject({
+      error: { type: "billing_error", code: "payment_failed" },
+    });
   });
 });

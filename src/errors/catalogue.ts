@@ -31,30 +31,145 @@ const billing = (resolution: string): Envelope => ({ kind: "structured", type: "
 
 /** Every reason Sluice emits, with its gRPC code, HTTP status and envelope. */
 export const CATALOGUE = {
-  invalid_json_body: { grpc: Code.InvalidArgument, http: 400, envelope: { kind: "detail" }, message: "The request body is not valid JSON." },
-  body_must_be_object: { grpc: Code.InvalidArgument, http: 400, envelope: { kind: "detail" }, message: "The request body must be a JSON object." },
-  invalid_request_body: { grpc: Code.InvalidArgument, http: 400, envelope: { kind: "detail" }, message: "The request failed validation." },
-  missing_bearer_token: { grpc: Code.Unauthenticated, http: 401, envelope: { kind: "detail" }, message: "Send an API key as 'Authorization: Bearer <key>'." },
-  invalid_api_key: { grpc: Code.Unauthenticated, http: 401, envelope: { kind: "detail" }, message: "The API key is not found, malformed or revoked." },
-  onboarding_incomplete: { grpc: Code.FailedPrecondition, http: 402, envelope: billing("onboarding"), message: "Finish onboarding and set a spend cap in the console." },
-  spend_cap_exceeded: { grpc: Code.ResourceExhausted, http: 402, envelope: billing("billing/cap"), message: "The call would exceed the monthly spend cap. Raise the cap or wait for the next period." },
-  payment_failed: { grpc: Code.FailedPrecondition, http: 402, envelope: billing("billing/payment-method"), message: "The last invoice failed to charge. Update the payment method in the console." },
-  subscription_canceled: { grpc: Code.FailedPrecondition, http: 402, envelope: billing("billing/subscription"), message: "The subscription has been cancelled. Resubscribe in the console." },
-  upstream_bad_request: { grpc: Code.InvalidArgument, http: 400, envelope: { kind: "detail" }, message: "The model server refused the request as invalid." },
-  model_not_found: { grpc: Code.NotFound, http: 404, envelope: { kind: "detail" }, message: "The model does not exist." },
-  request_too_large: { grpc: Code.ResourceExhausted, http: 413, envelope: { kind: "plain", text: "Request body too large\n" }, message: "The request is above 32 MiB." },
-  input_too_large: { grpc: Code.InvalidArgument, http: 413, envelope: { kind: "structured", type: "invalid_request_error", resolution: "limits" }, message: "The chat input is above 32,768 tokens." },
-  api_key_rate_limited: { grpc: Code.ResourceExhausted, http: 429, envelope: { kind: "structured", type: "rate_limit_error", resolution: "limits" }, message: "The API key's request rate limit is exhausted. Retry after the delay given." },
-  service_unavailable: { grpc: Code.Unavailable, http: 503, envelope: { kind: "structured", type: "service_unavailable", resolution: "status" }, message: "The service is temporarily unavailable. Back off and retry." },
-  canceled: { grpc: Code.Canceled, http: 499, envelope: { kind: "detail" }, message: "The caller went away or stopped reading; the call was not billed." },
-  internal_error: { grpc: Code.Internal, http: 500, envelope: { kind: "structured", type: "api_error", resolution: "status" }, message: "An internal error occurred." },
-  admin_disabled: { grpc: Code.PermissionDenied, http: 403, envelope: { kind: "detail" }, message: "The Admin API is off: SLUICE_ADMIN_TOKEN is not set." },
-  invalid_admin_token: { grpc: Code.Unauthenticated, http: 401, envelope: { kind: "detail" }, message: "The admin token is missing or wrong." },
-  account_not_found: { grpc: Code.NotFound, http: 404, envelope: { kind: "detail" }, message: "The account does not exist." },
-  api_key_not_found: { grpc: Code.NotFound, http: 404, envelope: { kind: "detail" }, message: "The API key does not exist." },
+  invalid_json_body: {
+    grpc: Code.InvalidArgument,
+    http: 400,
+    envelope: { kind: "detail" },
+    message: "The request body is not valid JSON.",
+  },
+  body_must_be_object: {
+    grpc: Code.InvalidArgument,
+    http: 400,
+    envelope: { kind: "detail" },
+    message: "The request body must be a JSON object.",
+  },
+  invalid_request_body: {
+    grpc: Code.InvalidArgument,
+    http: 400,
+    envelope: { kind: "detail" },
+    message: "The request failed validation.",
+  },
+  missing_bearer_token: {
+    grpc: Code.Unauthenticated,
+    http: 401,
+    envelope: { kind: "detail" },
+    message: "Send an API key as 'Authorization: Bearer <key>'.",
+  },
+  invalid_api_key: {
+    grpc: Code.Unauthenticated,
+    http: 401,
+    envelope: { kind: "detail" },
+    message: "The API key is not found, malformed or revoked.",
+  },
+  onboarding_incomplete: {
+    grpc: Code.FailedPrecondition,
+    http: 402,
+    envelope: billing("onboarding"),
+    message: "Finish onboarding and set a spend cap in the console.",
+  },
+  spend_cap_exceeded: {
+    grpc: Code.ResourceExhausted,
+    http: 402,
+    envelope: billing("billing/cap"),
+    message: "The call would exceed the monthly spend cap. Raise the cap or wait for the next period.",
+  },
+  payment_failed: {
+    grpc: Code.FailedPrecondition,
+    http: 402,
+    envelope: billing("billing/payment-method"),
+    message: "The last invoice failed to charge. Update the payment method in the console.",
+  },
+  subscription_canceled: {
+    grpc: Code.FailedPrecondition,
+    http: 402,
+    envelope: billing("billing/subscription"),
+    message: "The subscription has been cancelled. Resubscribe in the console.",
+  },
+  upstream_bad_request: {
+    grpc: Code.InvalidArgument,
+    http: 400,
+    envelope: { kind: "detail" },
+    message: "The model server refused the request as invalid.",
+  },
+  model_not_found: {
+    grpc: Code.NotFound,
+    http: 404,
+    envelope: { kind: "detail" },
+    message: "The model does not exist.",
+  },
+  request_too_large: {
+    grpc: Code.ResourceExhausted,
+    http: 413,
+    envelope: { kind: "plain", text: "Request body too large\n" },
+    message: "The request is above 32 MiB.",
+  },
+  input_too_large: {
+    grpc: Code.InvalidArgument,
+    http: 413,
+    envelope: { kind: "structured", type: "invalid_request_error", resolution: "limits" },
+    message: "The chat input is above 32,768 tokens.",
+  },
+  api_key_rate_limited: {
+    grpc: Code.ResourceExhausted,
+    http: 429,
+    envelope: { kind: "structured", type: "rate_limit_error", resolution: "limits" },
+    message: "The API key's request rate limit is exhausted. Retry after the delay given.",
+  },
+  service_unavailable: {
+    grpc: Code.Unavailable,
+    http: 503,
+    envelope: { kind: "structured", type: "service_unavailable", resolution: "status" },
+    message: "The service is temporarily unavailable. Back off and retry.",
+  },
+  canceled: {
+    grpc: Code.Canceled,
+    http: 499,
+    envelope: { kind: "detail" },
+    message: "The caller went away or stopped reading; the call was not billed.",
+  },
+  internal_error: {
+    grpc: Code.Internal,
+    http: 500,
+    envelope: { kind: "structured", type: "api_error", resolution: "status" },
+    message: "An internal error occurred.",
+  },
+  admin_disabled: {
+    grpc: Code.PermissionDenied,
+    http: 403,
+    envelope: { kind: "detail" },
+    message: "The Admin API is off: SLUICE_ADMIN_TOKEN is not set.",
+  },
+  invalid_admin_token: {
+    grpc: Code.Unauthenticated,
+    http: 401,
+    envelope: { kind: "detail" },
+    message: "The admin token is missing or wrong.",
+  },
+  account_not_found: {
+    grpc: Code.NotFound,
+    http: 404,
+    envelope: { kind: "detail" },
+    message: "The account does not exist.",
+  },
+  api_key_not_found: {
+    grpc: Code.NotFound,
+    http: 404,
+    envelope: { kind: "detail" },
+    message: "The API key does not exist.",
+  },
   not_found: { grpc: Code.NotFound, http: 404, envelope: { kind: "detail" }, message: "No such route." },
-  method_not_allowed: { grpc: Code.Unimplemented, http: 405, envelope: { kind: "detail" }, message: "The route does not take this method." },
-  invalid_argument: { grpc: Code.InvalidArgument, http: 400, envelope: { kind: "detail" }, message: "The request has an invalid field." },
+  method_not_allowed: {
+    grpc: Code.Unimplemented,
+    http: 405,
+    envelope: { kind: "detail" },
+    message: "The route does not take this method.",
+  },
+  invalid_argument: {
+    grpc: Code.InvalidArgument,
+    http: 400,
+    envelope: { kind: "detail" },
+    message: "The request has an invalid field.",
+  },
 } as const satisfies Record<string, Entry>;
 
 /** A stable error reason: clients branch on it, never on the message. */
@@ -77,7 +192,10 @@ export interface ErrorOptions {
 export function sluiceError(reason: Reason, options: ErrorOptions = {}): ConnectError {
   const entry: Entry = CATALOGUE[reason];
   const details = [
-    { desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN, metadata: options.metadata ?? {} }) },
+    {
+      desc: ErrorInfoSchema,
+      value: create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN, metadata: options.metadata ?? {} }),
+    },
   ];
   const err = new ConnectError(options.message ?? entry.message, entry.grpc, options.headers, details, options.cause);
   if (options.retryAfterMs !== undefined) {
@@ -165,7 +283,9 @@ export function billingUnknownError(completionId: string): ConnectError {
 /** Whether an error says the call's billing outcome is unknown (see `BILLING_UNKNOWN`). */
 export function isBillingUnknown(err: unknown): boolean {
   if (!(err instanceof ConnectError)) return false;
-  return err.findDetails(ErrorInfoSchema).some((i) => i.domain === ERROR_DOMAIN && i.metadata.billing === BILLING_UNKNOWN.billing);
+  return err
+    .findDetails(ErrorInfoSchema)
+    .some((i) => i.domain === ERROR_DOMAIN && i.metadata.billing === BILLING_UNKNOWN.billing);
 }
 
 /** Looks up a reason by name, for mapping foreign (HTTP) errors back into the catalogue. */

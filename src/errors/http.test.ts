@@ -14,8 +14,14 @@ describe("toHttpError", () => {
   });
 
   it("keeps the first of merged header values", () => {
-    const err = new ConnectError("x", Code.Unavailable, { "x-request-id": "r1, r1", "x-ratelimit-remaining-requests": "9, 9" });
-    expect(toHttpError(err, links).headers).toMatchObject({ "x-request-id": "r1", "x-ratelimit-remaining-requests": "9" });
+    const err = new ConnectError("x", Code.Unavailable, {
+      "x-request-id": "r1, r1",
+      "x-ratelimit-remaining-requests": "9, 9",
+    });
+    expect(toHttpError(err, links).headers).toMatchObject({
+      "x-request-id": "r1",
+      "x-ratelimit-remaining-requests": "9",
+    });
     expect(firstValue("7")).toBe("7");
   });
 });

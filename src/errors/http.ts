@@ -1,7 +1,12 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
-  errorBody, httpStatusOf, reasonOf, retryAfterMsOf, sluiceError,
-  type ErrorLinks, type Reason,
+  errorBody,
+  httpStatusOf,
+  reasonOf,
+  retryAfterMsOf,
+  sluiceError,
+  type ErrorLinks,
+  type Reason,
 } from "./catalogue.ts";
 
 /**
@@ -64,7 +69,12 @@ export function toHttpError(thrown: unknown, links: ErrorLinks): HttpError {
 
 /** The plain 413 for a body above 32 MiB: SPEC gives it no code and no envelope. */
 export function bodyTooLarge(): HttpError {
-  return { status: 413, headers: {}, body: errorBody("request_too_large", { docsBaseUrl: "", portalUrl: "" }), reason: "request_too_large" };
+  return {
+    status: 413,
+    headers: {},
+    body: errorBody("request_too_large", { docsBaseUrl: "", portalUrl: "" }),
+    reason: "request_too_large",
+  };
 }
 
 /** Builds the HTTP error for a reason raised by the edge itself (body parsing, bearer check). */

@@ -24,8 +24,8 @@ export type CoreHandlerOptions = Pick<Core, "routes" | "interceptors" | "keyed" 
 };
 
 /** A request body that fails with `error` at the first read, having read nothing. */
-async function* refusedBody(error: unknown): AsyncIterable<Uint8Array> {
-  throw error;
+function refusedBody(error: unknown): AsyncIterable<Uint8Array> {
+  return { [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(error) }) };
 }
 
 /** Passes a body through, keeping its chunks in `kept` (a Connect JSON body, to classify a refusal). */
@@ -36,7 +36,8 @@ async function* keeping(body: AsyncIterable<Uint8Array>, kept: Uint8Array[]): As
   }
 }
 
-const isByteStream = (body: unknown): body is AsyncIterable<Uint8Array> => typeof body === "object" && body !== null && Symbol.asyncIterator in body;
+const isByteStream = (body: unknown): body is AsyncIterable<Uint8Array> =>
+  typeof body === "object" && body !== null && Symbol.asyncIterator in body;
 
 /** Tells an HTTP/2 client that sent more than was read to stop: the answer is complete. */
 function stopUnreadBody(req: IncomingMessage | Http2ServerRequest): void {
@@ -52,7 +53,9 @@ function stopUnreadBody(req: IncomingMessage | Http2ServerRequest): void {
  * decodes a message"). A refused call gets its error in the caller's protocol, and its unread
  * body is refused with RST_STREAM(NO_ERROR).
  */
-export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) => void {
+export function createCoreHandler(
+  options: CoreHandlerOptions,
+): (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) => void {
   const router = createConnectRouter({ interceptors: options.interceptors, readMaxBytes: options.readMaxBytes });
   options.routes(router);
   const paths = new Map(router.handlers.map((h) => [h.requestPath, h]));
@@ -66,11 +69,15 @@ export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMe
     const contextValues = createContextValues();
     const authorization = req.headers.authorization;
     // Keyed services: the key is checked from the headers, before any of the body is read.
-    const check = options.keyed.has(handler.service.typeName) ? options.checkKey(typeof authorization === "string" ? authorization : undefined) : undefined;
+    const check = options.keyed.has(handler.service.typeName)
+      ? options.checkKey(typeof authorization === "string" ? authorization : undefined)
+      : undefined;
     check?.catch(() => undefined);
     const given = universalRequestFromNodeRequest(req, res, undefined, contextValues);
     // A Connect JSON body is kept while the call runs, so a refusal of it can be classified.
-    const kept: Uint8Array[] | undefined = String(req.headers["content-type"] ?? "").startsWith("application/json") ? [] : undefined;
+    const kept: Uint8Array[] | undefined = String(req.headers["content-type"] ?? "").startsWith("application/json")
+      ? []
+      : undefined;
     const uReq = kept && isByteStream(given.body) ? { ...given, body: keeping(given.body, kept) } : given;
     /** The request as one that Connect answers with `error`, in its protocol, reading nothing more of its body. */
     const refusing = (error: unknown): UniversalServerRequest => {
@@ -86,7 +93,9 @@ export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMe
       if (!key) return sluiceError(reason);
       const decision = await options.chargeRateLimit(key);
       const headers = rateLimitHeaders(decision);
-      return decision.allowed ? sluiceError(reason, { headers }) : sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers });
+      return decision.allowed
+        ? sluiceError(reason, { headers })
+        : sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers });
     };
     /** A refusal Connect made on its own gets its catalogue reason, in the caller's protocol. */
     const named = async (r: UniversalServerResponse): Promise<UniversalServerResponse> => {
@@ -97,13 +106,17 @@ export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMe
       }
       // gRPC puts a refusal in the trailers, known only once the body has been sent.
       const trailer = whole.trailer;
-      if (!trailer || !whole.body || !String(whole.header?.get("content-type") ?? "").startsWith("application/grpc")) return whole;
+      if (!trailer || !whole.body || !String(whole.header?.get("content-type") ?? "").startsWith("application/grpc"))
+        return whole;
       const body = whole.body;
       const checked = async function* () {
         yield* body;
         const status = trailer.get("grpc-status");
         if (status === null || status === "0" || trailer.has("grpc-status-details-bin")) return;
-        const error = await errorFor({ code: Number(status) as Code, message: decodeURIComponent(trailer.get("grpc-message") ?? "") });
+        const error = await errorFor({
+          code: Number(status) as Code,
+          message: decodeURIComponent(trailer.get("grpc-message") ?? ""),
+        });
         if (error) setTrailerStatus(trailer, error);
       };
       return { ...whole, body: checked() };
@@ -114,14 +127,20 @@ export function createCoreHandler(options: CoreHandlerOptions): (req: IncomingMe
         .then((uRes) => universalResponseToNodeResponse(uRes, res))
         .catch((reason: unknown) => {
           if (ConnectError.from(reason).code === Code.Aborted) return;
-          options.logger.error("core handler failed", { rpc: `${handler.service.typeName}/${handler.method.name}`, error: String(reason) });
+          options.logger.error("core handler failed", {
+            rpc: `${handler.service.typeName}/${handler.method.name}`,
+            error: String(reason),
+          });
         })
         .finally(() => stopUnreadBody(req));
     if (!check) {
       void serve(uReq);
       return;
     }
-    contextValues.set(keyCheck, { authorization: typeof authorization === "string" ? authorization : null, key: check });
+    contextValues.set(keyCheck, {
+      authorization: typeof authorization === "string" ? authorization : null,
+      key: check,
+    });
     check.then(
       () => serve(uReq),
       (err: unknown) => {

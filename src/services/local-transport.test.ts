@@ -6,7 +6,11 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 import { AdminService } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
-import { ChatParamsSchema, CompletionService, FinishReason } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
+import {
+  ChatParamsSchema,
+  CompletionService,
+  FinishReason,
+} from "../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { IdentityService } from "../../gen/sluice/identity/v1/identity_service_pb.ts";
 import type { Engine } from "../engines/engine.ts";
 import { BUILTIN_MODELS, createModelRegistry } from "../engines/models.ts";
@@ -39,12 +43,21 @@ const reasonEngine: Engine = {
 };
 
 const core = createCore({
-  store: createMemoryStore(), models: createModelRegistry(BUILTIN_MODELS, () => reasonEngine), tokenizer: createTokenizer(), logger: silentLogger,
-  now: Date.now, reservationTtlMs: 60_000, adminToken: ADMIN_TOKEN,
+  store: createMemoryStore(),
+  models: createModelRegistry(BUILTIN_MODELS, () => reasonEngine),
+  tokenizer: createTokenizer(),
+  logger: silentLogger,
+  now: Date.now,
+  reservationTtlMs: 60_000,
+  adminToken: ADMIN_TOKEN,
 });
-const server = createServer(createCoreHandler({
-  ...core, readMaxBytes: 1 << 20, logger: silentLogger,
-}));
+const server = createServer(
+  createCoreHandler({
+    ...core,
+    readMaxBytes: 1 << 20,
+    logger: silentLogger,
+  }),
+);
 let paths: Array<[string, Transport]> = [];
 let key = "";
 let limitedKey = "";
@@ -52,11 +65,16 @@ let limitedKey = "";
 beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
   const { port } = server.address() as AddressInfo;
-  paths = [["local", createLocalTransport(core.routes, core.interceptors)], ["grpc", createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` })]];
+  paths = [
+    ["local", createLocalTransport(core.routes, core.interceptors)],
+    ["grpc", createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` })],
+  ];
   const admin = createClient(AdminService, paths[0]?.[1] as Transport);
   const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: 1_000_000_000n }, ADMIN);
-  key = (await admin.createApiKey({ accountId: account?.id ?? "", rateLimitRps: 100_000, burst: 100_000 }, ADMIN)).secret;
-  limitedKey = (await admin.createApiKey({ accountId: account?.id ?? "", rateLimitRps: 0.001, burst: 1 }, ADMIN)).secret;
+  key = (await admin.createApiKey({ accountId: account?.id ?? "", rateLimitRps: 100_000, burst: 100_000 }, ADMIN))
+    .secret;
+  limitedKey = (await admin.createApiKey({ accountId: account?.id ?? "", rateLimitRps: 0.001, burst: 1 }, ADMIN))
+    .secret;
 });
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
@@ -68,9 +86,15 @@ function observed(err: unknown) {
   const [info] = e.findDetails(ErrorInfoSchema);
   const [retry] = e.findDetails(RetryInfoSchema);
   return {
-    code: Code[e.code], reason: info?.reason, domain: info?.domain, metadata: info?.metadata, message: e.rawMessage,
+    code: Code[e.code],
+    reason: info?.reason,
+    domain: info?.domain,
+    metadata: info?.metadata,
+    message: e.rawMessage,
     // Single-valued headers, read as the edge reads them (gRPC may repeat one in headers and trailers).
-    retrySeconds: retry?.retryDelay?.seconds, ratelimit: first(e.metadata.get("x-ratelimit-limit-requests")), requestId: first(e.metadata.get("x-request-id")),
+    retrySeconds: retry?.retryDelay?.seconds,
+    ratelimit: first(e.metadata.get("x-ratelimit-limit-requests")),
+    requestId: first(e.metadata.get("x-request-id")),
   };
 }
 
@@ -83,32 +107,56 @@ async function failureOf(transport: Transport, run: (c: ReturnType<typeof client
   throw new Error("the call did not fail");
 }
 
-const clients = (t: Transport) => ({ completion: createClient(CompletionService, t), identity: createClient(IdentityService, t) });
+const clients = (t: Transport) => ({
+  completion: createClient(CompletionService, t),
+  identity: createClient(IdentityService, t),
+});
 const bearer = (k: string) => ({ headers: { authorization: `Bearer ${k}`, "x-request-id": "parity-request-id" } });
 const ask = (content: string) => ({ params: { messages: [{ role: "user", content }] } });
 
 /** Every catalogue reason the engine path can raise, plus the ones the rules raise on their own. */
-const ENGINE_REASONS = (Object.keys(CATALOGUE) as Reason[]);
+const ENGINE_REASONS = Object.keys(CATALOGUE) as Reason[];
 const RULES: Array<[string, (c: ReturnType<typeof clients>) => Promise<unknown>]> = [
   ["missing_bearer_token", (c) => c.identity.getCaller({}, { headers: { "x-request-id": "parity-request-id" } })],
   ["invalid_api_key", (c) => c.identity.getCaller({}, bearer("svc_sk_not-a-key"))],
-  ["api_key_rate_limited", async (c) => { await c.identity.getCaller({}, bearer(limitedKey)).catch(() => undefined); return c.identity.getCaller({}, bearer(limitedKey)); }],
+  [
+    "api_key_rate_limited",
+    async (c) => {
+      await c.identity.getCaller({}, bearer(limitedKey)).catch(() => undefined);
+      return c.identity.getCaller({}, bearer(limitedKey));
+    },
+  ],
   ["invalid_request_body", (c) => c.completion.createChatCompletion({ params: { messages: [] } }, bearer(key))],
-  ["model_not_found", (c) => c.completion.createChatCompletion({ params: { model: "nope", messages: [{ role: "user", content: "hi" }] } }, bearer(key))],
+  [
+    "model_not_found",
+    (c) =>
+      c.completion.createChatCompletion(
+        { params: { model: "nope", messages: [{ role: "user", content: "hi" }] } },
+        bearer(key),
+      ),
+  ],
   ["input_too_large", (c) => c.completion.createChatCompletion(ask("word ".repeat(40_000)), bearer(key))],
 ];
 
 describe("the local transport and gRPC give the same answers", () => {
   it.each(ENGINE_REASONS)("unary: %s raised by the engine", async (reason) => {
-    const [local, grpc] = await Promise.all(paths.map(([, t]) => failureOf(t, (c) => c.completion.createChatCompletion(ask(reason), bearer(key)))));
+    const [local, grpc] = await Promise.all(
+      paths.map(([, t]) => failureOf(t, (c) => c.completion.createChatCompletion(ask(reason), bearer(key)))),
+    );
     expect(local).toEqual(grpc);
     expect(local?.reason).toBe(reason);
   });
 
   it.each(ENGINE_REASONS)("stream: %s raised by the engine", async (reason) => {
-    const [local, grpc] = await Promise.all(paths.map(([, t]) => failureOf(t, async (c) => {
-      for await (const _ of c.completion.streamChatCompletion(ask(reason), bearer(key))) { /* drain */ }
-    })));
+    const [local, grpc] = await Promise.all(
+      paths.map(([, t]) =>
+        failureOf(t, async (c) => {
+          for await (const _ of c.completion.streamChatCompletion(ask(reason), bearer(key))) {
+            /* drain */
+          }
+        }),
+      ),
+    );
     expect({ ...local, ratelimit: undefined }).toEqual({ ...grpc, ratelimit: undefined });
     expect(local?.reason).toBe(reason);
   });
@@ -122,11 +170,23 @@ describe("the local transport and gRPC give the same answers", () => {
   });
 
   it("answers a call the same way, response headers included", async () => {
-    const answers = await Promise.all(paths.map(async ([, t]) => {
-      let header: Headers | undefined;
-      const res = await clients(t).completion.createChatCompletion(ask("hi"), { ...bearer(key), onHeader: (h) => { header = h; } });
-      return { content: res.content, usage: res.usage?.totalTokens, requestId: header?.get("x-request-id"), limit: header?.get("x-ratelimit-limit-requests") };
-    }));
+    const answers = await Promise.all(
+      paths.map(async ([, t]) => {
+        let header: Headers | undefined;
+        const res = await clients(t).completion.createChatCompletion(ask("hi"), {
+          ...bearer(key),
+          onHeader: (h) => {
+            header = h;
+          },
+        });
+        return {
+          content: res.content,
+          usage: res.usage?.totalTokens,
+          requestId: header?.get("x-request-id"),
+          limit: header?.get("x-ratelimit-limit-requests"),
+        };
+      }),
+    );
     expect(answers[0]).toEqual(answers[1]);
     expect(answers[0]?.requestId).toBe("parity-request-id");
   });
@@ -135,17 +195,27 @@ describe("the local transport and gRPC give the same answers", () => {
 describe("a one-process call encodes no protobuf message", () => {
   // An int64 beyond 64 bits: any protobuf encoding of this request throws, so the call can
   // only succeed when the message crosses as an object. (`max_tokens` above 4,096 is clamped.)
-  const unencodable = () => create(ChatParamsSchema, { messages: [{ role: "user", content: "hi" }], maxTokens: 2n ** 70n });
+  const unencodable = () =>
+    create(ChatParamsSchema, { messages: [{ role: "user", content: "hi" }], maxTokens: 2n ** 70n });
 
   it("a unary chat call succeeds with a message no encoder accepts", async () => {
-    const local = await clients(paths[0]?.[1] as Transport).completion.createChatCompletion({ params: unencodable() }, bearer(key));
+    const local = await clients(paths[0]?.[1] as Transport).completion.createChatCompletion(
+      { params: unencodable() },
+      bearer(key),
+    );
     expect(local.content).toBe("ok");
-    await expect(clients(paths[1]?.[1] as Transport).completion.createChatCompletion({ params: unencodable() }, bearer(key))).rejects.toThrow(/int64/);
+    await expect(
+      clients(paths[1]?.[1] as Transport).completion.createChatCompletion({ params: unencodable() }, bearer(key)),
+    ).rejects.toThrow(/int64/);
   });
 
   it("a streaming chat call does too, and hands the handler's own messages to the caller", async () => {
     const events = [];
-    for await (const e of clients(paths[0]?.[1] as Transport).completion.streamChatCompletion({ params: unencodable() }, bearer(key))) events.push(e.event.case);
+    for await (const e of clients(paths[0]?.[1] as Transport).completion.streamChatCompletion(
+      { params: unencodable() },
+      bearer(key),
+    ))
+      events.push(e.event.case);
     expect(events).toEqual(["delta", "finishReason", "usage"]);
   });
 });

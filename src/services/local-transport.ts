@@ -1,7 +1,25 @@
-import { create, isMessage, type DescMessage, type DescMethod, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import {
-  Code, ConnectError, createContextValues, createServiceImplSpec,
-  type ConnectRouter, type ContextValues, type HandlerContext, type Interceptor, type MethodImplSpec, type StreamRequest, type StreamResponse, type Transport, type UnaryResponse,
+  create,
+  isMessage,
+  type DescMessage,
+  type DescMethod,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createContextValues,
+  createServiceImplSpec,
+  type ConnectRouter,
+  type ContextValues,
+  type HandlerContext,
+  type Interceptor,
+  type MethodImplSpec,
+  type StreamRequest,
+  type StreamResponse,
+  type Transport,
+  type UnaryResponse,
 } from "@connectrpc/connect";
 import { invokeUnaryImplementation, transformInvokeImplementation } from "@connectrpc/connect/protocol";
 
@@ -18,11 +36,16 @@ function collect(routes: (router: ConnectRouter) => void): Map<string, MethodImp
     handlers: [],
     service(service, implementation) {
       const spec = createServiceImplSpec(service, implementation);
-      for (const method of Object.values(spec.methods)) specs.set(method.method.parent.typeName + "/" + method.method.name, method);
+      for (const method of Object.values(spec.methods))
+        specs.set(`${method.method.parent.typeName}/${method.method.name}`, method);
       return router;
     },
     rpc(method, impl) {
-      specs.set(method.parent.typeName + "/" + method.name, { kind: method.methodKind, method, impl } as MethodImplSpec);
+      specs.set(`${method.parent.typeName}/${method.name}`, {
+        kind: method.methodKind,
+        method,
+        impl,
+      } as MethodImplSpec);
       return router;
     },
   };
@@ -50,7 +73,10 @@ function messageOf<I extends DescMessage>(schema: I, input: MessageInitShape<I>)
   return isMessage(input, schema) ? input : create(schema, input);
 }
 
-async function* messagesOf<I extends DescMessage>(schema: I, input: AsyncIterable<MessageInitShape<I>>): AsyncIterable<MessageShape<I>> {
+async function* messagesOf<I extends DescMessage>(
+  schema: I,
+  input: AsyncIterable<MessageInitShape<I>>,
+): AsyncIterable<MessageShape<I>> {
   for await (const item of input) yield messageOf(schema, item);
 }
 
@@ -64,11 +90,17 @@ type LocalContext = HandlerContext & { abort(reason: unknown): void };
  * only when the caller set a timeout. Profiles of the chat path showed the event-target work
  * of those controllers on every RPC (two per chat call).
  */
-function localContext(method: DescMethod, signal: AbortSignal | undefined, timeoutMs: number | undefined, header: ConstructorParameters<typeof Headers>[0], contextValues: ContextValues | undefined): LocalContext {
+function localContext(
+  method: DescMethod,
+  signal: AbortSignal | undefined,
+  timeoutMs: number | undefined,
+  header: ConstructorParameters<typeof Headers>[0],
+  contextValues: ContextValues | undefined,
+): LocalContext {
   const controller = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let unlink: (() => void) | undefined;
-  let deadline: (() => number | undefined) = () => undefined;
+  let deadline: () => number | undefined = () => undefined;
   if (timeoutMs !== undefined) {
     const at = Date.now() + timeoutMs;
     deadline = () => at - Date.now();
@@ -85,10 +117,16 @@ function localContext(method: DescMethod, signal: AbortSignal | undefined, timeo
     }
   }
   return {
-    service: method.parent, method, protocolName: "local", requestMethod: "POST",
+    service: method.parent,
+    method,
+    protocolName: "local",
+    requestMethod: "POST",
     url: `/${method.parent.typeName}/${method.name}`,
-    signal: controller.signal, timeoutMs: deadline,
-    requestHeader: new Headers(header), responseHeader: new Headers(), responseTrailer: new Headers(),
+    signal: controller.signal,
+    timeoutMs: deadline,
+    requestHeader: new Headers(header),
+    responseHeader: new Headers(),
+    responseTrailer: new Headers(),
     values: contextValues ?? createContextValues(),
     abort(reason) {
       clearTimeout(timer);
@@ -101,17 +139,22 @@ function localContext(method: DescMethod, signal: AbortSignal | undefined, timeo
 /** Copies one header set into another, as Connect does between an interceptor's response and the context. */
 function copyHeaders(from: Headers, to: Headers): void {
   if (from === to) return;
-  to.forEach((_, key) => to.delete(key));
-  from.forEach((value, key) => to.set(key, value));
+  for (const key of [...to.keys()]) to.delete(key);
+  for (const [key, value] of from) to.set(key, value);
 }
 
 /** The single request message of a server-streaming call, refused like Connect's own check. */
 async function singleMessage<T>(input: AsyncIterable<T>): Promise<T> {
   const it = input[Symbol.asyncIterator]();
   const first = await it.next();
-  if (first.done === true) throw new ConnectError("protocol error: missing input message for server-streaming method", Code.Unimplemented);
+  if (first.done === true)
+    throw new ConnectError("protocol error: missing input message for server-streaming method", Code.Unimplemented);
   const second = await it.next();
-  if (second.done !== true) throw new ConnectError("protocol error: received extra input message for server-streaming method", Code.Unimplemented);
+  if (second.done !== true)
+    throw new ConnectError(
+      "protocol error: received extra input message for server-streaming method",
+      Code.Unimplemented,
+    );
   return first.value;
 }
 
@@ -124,8 +167,12 @@ function normalized(schema: DescMessage, output: AsyncIterable<unknown>): AsyncI
       const it = output[Symbol.asyncIterator]();
       return {
         next: () => it.next().then(transform),
-        ...(it.throw !== undefined && { throw: (e?: unknown) => (it.throw as (e?: unknown) => Promise<IteratorResult<unknown>>)(e).then(transform) }),
-        ...(it.return !== undefined && { return: (v?: unknown) => (it.return as (v?: unknown) => Promise<IteratorResult<unknown>>)(v).then(transform) }),
+        ...(it.throw !== undefined && {
+          throw: (e?: unknown) => (it.throw as (e?: unknown) => Promise<IteratorResult<unknown>>)(e).then(transform),
+        }),
+        ...(it.return !== undefined && {
+          return: (v?: unknown) => (it.return as (v?: unknown) => Promise<IteratorResult<unknown>>)(v).then(transform),
+        }),
       };
     },
   };
@@ -140,18 +187,43 @@ type ServerStreamingSpec = Extract<MethodImplSpec, { kind: "server_streaming" }>
  * every message through several promise queues; it showed in profiles of SSE streams). The
  * same request reaches the interceptors and the same context the handler.
  */
-function invokeServerStreaming(spec: ServerStreamingSpec, context: LocalContext, input: AsyncIterable<unknown>, interceptors: Interceptor[]): Promise<StreamResponse<DescMessage, DescMessage>> {
+function invokeServerStreaming(
+  spec: ServerStreamingSpec,
+  context: LocalContext,
+  input: AsyncIterable<unknown>,
+  interceptors: Interceptor[],
+): Promise<StreamResponse<DescMessage, DescMessage>> {
   const method = spec.method;
   const handler: Next = async (req) => {
     const message = await singleMessage(req.message as AsyncIterable<MessageShape<DescMessage>>);
-    const output = spec.impl(message, { ...context, service: req.service, requestHeader: req.header, signal: req.signal, values: req.contextValues });
-    return { stream: true, service: method.parent, method, header: context.responseHeader, trailer: context.responseTrailer, message: normalized(method.output, output) } as StreamResponse<DescMessage, DescMessage>;
+    const output = spec.impl(message, {
+      ...context,
+      service: req.service,
+      requestHeader: req.header,
+      signal: req.signal,
+      values: req.contextValues,
+    });
+    return {
+      stream: true,
+      service: method.parent,
+      method,
+      header: context.responseHeader,
+      trailer: context.responseTrailer,
+      message: normalized(method.output, output),
+    } as StreamResponse<DescMessage, DescMessage>;
   };
   let next = handler;
   for (let i = interceptors.length - 1; i >= 0; i--) next = (interceptors[i] as Interceptor)(next);
   return next({
-    stream: true, service: method.parent, method, requestMethod: context.requestMethod, url: context.url,
-    signal: context.signal, header: context.requestHeader, contextValues: context.values, message: input,
+    stream: true,
+    service: method.parent,
+    method,
+    requestMethod: context.requestMethod,
+    url: context.url,
+    signal: context.signal,
+    header: context.requestHeader,
+    contextValues: context.values,
+    message: input,
   } as StreamRequest<DescMessage, DescMessage>) as Promise<StreamResponse<DescMessage, DescMessage>>;
 }
 
@@ -165,8 +237,9 @@ function invokeServerStreaming(spec: ServerStreamingSpec, context: LocalContext,
 export function createLocalTransport(routes: (router: ConnectRouter) => void, interceptors: Interceptor[]): Transport {
   const specs = collect(routes);
   const specOf = (method: DescMethod): MethodImplSpec => {
-    const spec = specs.get(method.parent.typeName + "/" + method.name);
-    if (!spec) throw new ConnectError(`${method.parent.typeName}/${method.name} is not served here`, Code.Unimplemented);
+    const spec = specs.get(`${method.parent.typeName}/${method.name}`);
+    if (!spec)
+      throw new ConnectError(`${method.parent.typeName}/${method.name} is not served here`, Code.Unimplemented);
     return spec;
   };
 
@@ -178,7 +251,11 @@ export function createLocalTransport(routes: (router: ConnectRouter) => void, in
         if (spec.kind !== "unary") throw new ConnectError(`${method.name} is not unary`, Code.Unimplemented);
         const message = await invokeUnaryImplementation(spec, context, messageOf(method.input, input), interceptors);
         return {
-          stream: false, service: method.parent, method, header: context.responseHeader, trailer: context.responseTrailer,
+          stream: false,
+          service: method.parent,
+          method,
+          header: context.responseHeader,
+          trailer: context.responseTrailer,
           message: message as MessageShape<typeof method.output>,
         } satisfies UnaryResponse<typeof method.input, typeof method.output>;
       } catch (err) {
@@ -201,7 +278,11 @@ export function createLocalTransport(routes: (router: ConnectRouter) => void, in
           trailer = res.trailer;
           it = res.message[Symbol.asyncIterator]();
         } else {
-          it = transformInvokeImplementation(spec, context, interceptors)(messagesOf(method.input, input))[Symbol.asyncIterator]();
+          it = transformInvokeImplementation(
+            spec,
+            context,
+            interceptors,
+          )(messagesOf(method.input, input))[Symbol.asyncIterator]();
         }
         // The interceptors and the handler's checks run before the first message: their
         // refusals reject the call here, and their response headers are set by now.
@@ -253,7 +334,11 @@ export function createLocalTransport(routes: (router: ConnectRouter) => void, in
         },
       };
       return {
-        stream: true, service: method.parent, method, header: context.responseHeader, trailer: context.responseTrailer,
+        stream: true,
+        service: method.parent,
+        method,
+        header: context.responseHeader,
+        trailer: context.responseTrailer,
         message: messages,
       } satisfies StreamResponse<typeof method.input, typeof method.output>;
     },

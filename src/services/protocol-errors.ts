@@ -26,7 +26,9 @@ export function reasonOfRefusal(code: Code, message: string, jsonBody: Uint8Arra
   } catch {
     return "invalid_json_body";
   }
-  return typeof value === "object" && value !== null && !Array.isArray(value) ? "invalid_request_body" : "body_must_be_object";
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? "invalid_request_body"
+    : "body_must_be_object";
 }
 
 /** What `refusalOf` found: Connect's own refusal (its code), and the response to send otherwise. */
@@ -55,11 +57,21 @@ export async function refusalOf(res: UniversalServerResponse): Promise<Inspected
     const message = decodeURIComponent(res.header?.get("grpc-message") ?? "");
     return { refusal: refused ? { code: Number(grpcStatus) as Code, message } : undefined, res };
   }
-  if (res.status === 200 || !res.header?.get("content-type")?.startsWith("application/json") || !res.body) return { refusal: undefined, res };
+  if (res.status === 200 || !res.header?.get("content-type")?.startsWith("application/json") || !res.body)
+    return { refusal: undefined, res };
   const bytes = await readAll(res.body);
-  const whole = { ...res, body: (async function* () { yield bytes; })() };
+  const whole = {
+    ...res,
+    body: (async function* () {
+      yield bytes;
+    })(),
+  };
   try {
-    const error = JSON.parse(new TextDecoder().decode(bytes)) as { code?: unknown; message?: unknown; details?: Array<{ type?: unknown }> };
+    const error = JSON.parse(new TextDecoder().decode(bytes)) as {
+      code?: unknown;
+      message?: unknown;
+      details?: Array<{ type?: unknown }>;
+    };
     if (error.details?.some((d) => d.type === ErrorInfoSchema.typeName)) return { refusal: undefined, res: whole };
     const code = typeof error.code === "string" ? codeFromString(error.code) : undefined;
     const message = typeof error.message === "string" ? error.message : "";

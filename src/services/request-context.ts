@@ -13,7 +13,8 @@ export const requestIdKey = createContextKey<string>("", { description: "sluice 
  */
 function normalize(err: unknown, requestId: string, logger: Logger, rpc: string, signal: AbortSignal): ConnectError {
   // A caller that left (even before it sent its request) is a cancellation, whatever broke.
-  if (signal.aborted && reasonOf(err) === undefined) return sluiceError("canceled", { headers: { "x-request-id": requestId } });
+  if (signal.aborted && reasonOf(err) === undefined)
+    return sluiceError("canceled", { headers: { "x-request-id": requestId } });
   if (reasonOf(err) !== undefined) {
     const e = err as ConnectError;
     e.metadata.set("x-request-id", requestId);
@@ -22,8 +23,15 @@ function normalize(err: unknown, requestId: string, logger: Logger, rpc: string,
   const unavailable = err instanceof ConnectError && [Code.Unavailable, Code.DeadlineExceeded].includes(err.code);
   const canceled = err instanceof ConnectError && err.code === Code.Canceled;
   if (canceled) return err;
-  logger.error("rpc failed", { rpc, requestId, error: err instanceof Error ? err.stack ?? err.message : String(err) });
-  return sluiceError(unavailable ? "service_unavailable" : "internal_error", { headers: { "x-request-id": requestId }, cause: err });
+  logger.error("rpc failed", {
+    rpc,
+    requestId,
+    error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+  });
+  return sluiceError(unavailable ? "service_unavailable" : "internal_error", {
+    headers: { "x-request-id": requestId },
+    cause: err,
+  });
 }
 
 /**
@@ -32,7 +40,11 @@ function normalize(err: unknown, requestId: string, logger: Logger, rpc: string,
  * through it, and a generator's queue costs promises per message. A reader that stops early
  * (its `return`) reaches the messages' own `return`, as with `yield*`.
  */
-function guardStream<T>(messages: AsyncIterable<T>, onError: (err: unknown) => ConnectError, onEnd: () => void): AsyncIterable<T> {
+function guardStream<T>(
+  messages: AsyncIterable<T>,
+  onError: (err: unknown) => ConnectError,
+  onEnd: () => void,
+): AsyncIterable<T> {
   return {
     [Symbol.asyncIterator](): AsyncIterator<T> {
       const it = messages[Symbol.asyncIterator]();

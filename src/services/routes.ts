@@ -58,7 +58,9 @@ const KEYED = new Set([IdentityService.typeName, BillingService.typeName, Comple
  * store step as their reservation, and `CheckApiKey` is the uncharged first step of one.
  */
 const UNCHARGED_HERE = new Set([
-  ...[CompletionService.method.createChatCompletion, CompletionService.method.streamChatCompletion].map((m) => `${CompletionService.typeName}/${m.name}`),
+  ...[CompletionService.method.createChatCompletion, CompletionService.method.streamChatCompletion].map(
+    (m) => `${CompletionService.typeName}/${m.name}`,
+  ),
   `${IdentityService.typeName}/${IdentityService.method.checkApiKey.name}`,
 ]);
 
@@ -69,7 +71,10 @@ const UNCHARGED_HERE = new Set([
 export function createCore(deps: CoreDeps): Core {
   const calls = createCallTracker(deps.maxCallsInFlight ?? 10_000);
   const callDeps = {
-    ...deps, calls, writeTimeoutMs: deps.writeTimeoutMs ?? 30_000, resolveDeadlineMs: deps.resolveDeadlineMs ?? 120_000,
+    ...deps,
+    calls,
+    writeTimeoutMs: deps.writeTimeoutMs ?? 30_000,
+    resolveDeadlineMs: deps.resolveDeadlineMs ?? 120_000,
   };
   const ready = async () => {
     await deps.store.ping();
@@ -87,11 +92,18 @@ export function createCore(deps: CoreDeps): Core {
     createRequestContextInterceptor({ logger: deps.logger, ...(deps.metrics && { metrics: deps.metrics }) }),
     createAdminAuthInterceptor({ adminToken: deps.adminToken, service: AdminService.typeName }),
     createCallerAuthInterceptor({
-      store: deps.store, now: deps.now, services: KEYED, unchargedHere: UNCHARGED_HERE,
+      store: deps.store,
+      now: deps.now,
+      services: KEYED,
+      unchargedHere: UNCHARGED_HERE,
     }),
   ];
   return {
-    routes, interceptors, ready, calls, keyed: KEYED,
+    routes,
+    interceptors,
+    ready,
+    calls,
+    keyed: KEYED,
     checkKey: (authorization) => checkApiKey(deps.store, authorization),
     chargeRateLimit: (key) => deps.store.admit(key, deps.now()),
   };

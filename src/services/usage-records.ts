@@ -7,13 +7,23 @@ const DEFAULT_PAGE_SIZE = 50;
 const MAX_PAGE_SIZE = 1000;
 
 /** One page of an account's usage records, with AIP-158 page-size rules and token errors. */
-export async function listUsagePage(store: Store, accountId: string, pageSize: number, pageToken: string): Promise<UsagePage> {
-  if (pageSize < 0) throw sluiceError("invalid_argument", { message: "page_size must not be negative", metadata: { field: "page_size" } });
+export async function listUsagePage(
+  store: Store,
+  accountId: string,
+  pageSize: number,
+  pageToken: string,
+): Promise<UsagePage> {
+  if (pageSize < 0)
+    throw sluiceError("invalid_argument", {
+      message: "page_size must not be negative",
+      metadata: { field: "page_size" },
+    });
   const size = Math.min(pageSize || DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
   try {
     return await store.listUsageRecords(accountId, size, pageToken);
   } catch (err) {
-    if (err instanceof InvalidPageTokenError) throw sluiceError("invalid_argument", { message: "invalid page_token", metadata: { field: "page_token" } });
+    if (err instanceof InvalidPageTokenError)
+      throw sluiceError("invalid_argument", { message: "invalid page_token", metadata: { field: "page_token" } });
     throw err;
   }
 }

@@ -32,7 +32,13 @@ describe("gcra", () => {
   });
 
   it("admits exactly `burst` requests at one instant for several shapes", () => {
-    for (const [rps, burst] of [[1, 1], [10, 10], [5, 3], [100, 20], [0.5, 4]] as const) {
+    for (const [rps, burst] of [
+      [1, 1],
+      [10, 10],
+      [5, 3],
+      [100, 20],
+      [0.5, 4],
+    ] as const) {
       const { decisions } = burstAt(burst + 5, rps, burst, NOW);
       expect(decisions.filter((d) => d.allowed)).toHaveLength(burst);
       expect(decisions.slice(0, burst).every((d) => d.allowed)).toBe(true);

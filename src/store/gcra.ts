@@ -8,7 +8,12 @@ import type { RateDecision } from "./store.ts";
  * With emission interval T = 1000 / rps and tolerance tau = T * burst, a request at `now` is
  * allowed when max(tat, now) + T - tau <= now.
  */
-export function gcra(tatMs: number | undefined, rps: number, burst: number, nowMs: number): { decision: RateDecision; tatMs: number | undefined } {
+export function gcra(
+  tatMs: number | undefined,
+  rps: number,
+  burst: number,
+  nowMs: number,
+): { decision: RateDecision; tatMs: number | undefined } {
   const interval = 1000 / rps;
   const tolerance = interval * burst;
   const tat = Math.max(tatMs ?? nowMs, nowMs);

@@ -19,7 +19,12 @@ const opened: Store[] = [];
 async function redisStore(): Promise<Store> {
   redisServer ??= startRedisServer();
   const { url } = await redisServer;
-  const store = createRedisStore({ redis: await connectRedis(url), subscriber: await connectRedis(url), prefix: `t${randomUUID().slice(0, 8)}`, serverTime: false });
+  const store = createRedisStore({
+    redis: await connectRedis(url),
+    subscriber: await connectRedis(url),
+    prefix: `t${randomUUID().slice(0, 8)}`,
+    serverTime: false,
+  });
   opened.push(store);
   return store;
 }
@@ -30,7 +35,12 @@ let redisCluster: Promise<RedisCluster> | undefined;
 async function redisClusterStore(): Promise<Store> {
   redisCluster ??= startRedisCluster();
   const { url } = await redisCluster;
-  const store = createRedisStore({ redis: await connectRedis(url), subscriber: await connectRedis(url), prefix: `t${randomUUID().slice(0, 8)}`, serverTime: false });
+  const store = createRedisStore({
+    redis: await connectRedis(url),
+    subscriber: await connectRedis(url),
+    prefix: `t${randomUUID().slice(0, 8)}`,
+    serverTime: false,
+  });
   opened.push(store);
   return store;
 }
@@ -52,21 +62,47 @@ const PERIOD = "2026-11";
 const TTL = 30_000;
 
 function account(overrides: Partial<AccountRecord> = {}): AccountRecord {
-  return { id: randomUUID(), onboardingComplete: true, paymentStatus: "ok", subscriptionStatus: "active", createTimeMs: NOW, ...overrides };
+  return {
+    id: randomUUID(),
+    onboardingComplete: true,
+    paymentStatus: "ok",
+    subscriptionStatus: "active",
+    createTimeMs: NOW,
+    ...overrides,
+  };
 }
 
 function apiKey(accountId: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord {
   const id = `key_${randomUUID().replaceAll("-", "")}`;
-  return { id, accountId, prefix: "svc_sk_abcdef", hash: `${id}-hash`, rateLimitRps: 10, burst: 10, revoked: false, createTimeMs: NOW, ...overrides };
+  return {
+    id,
+    accountId,
+    prefix: "svc_sk_abcdef",
+    hash: `${id}-hash`,
+    rateLimitRps: 10,
+    burst: 10,
+    revoked: false,
+    createTimeMs: NOW,
+    ...overrides,
+  };
 }
 
 /** A key as the rate limiter sees it. */
 function limited(id: string, rateLimitRps: number, burst: number) {
-  return { id, accountId: "acct-of-" + id, rateLimitRps, burst };
+  return { id, accountId: `acct-of-${id}`, rateLimitRps, burst };
 }
 
 function record(accountId: string, id: string, createTimeMs = NOW): UsageRecordRow {
-  return { id, accountId, apiKeyId: "key_1", model: "service-extract", promptTokens: 7, completionTokens: 3, costUsdMicros: 13, createTimeMs };
+  return {
+    id,
+    accountId,
+    apiKeyId: "key_1",
+    model: "service-extract",
+    promptTokens: 7,
+    completionTokens: 3,
+    costUsdMicros: 13,
+    createTimeMs,
+  };
 }
 
 describe.each(backends)("Store contract: %s", (_name, makeStore) => {
@@ -76,10 +112,25 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
     const acc = account(capUsdMicros === null ? {} : { spendCapUsdMicros: capUsdMicros });
     await store.createAccount(acc);
     const reserve = (reservationId: string, minimum: number, maximum: number, extra: Partial<ReserveRequest> = {}) =>
-      store.reserve({ accountId: acc.id, period: PERIOD, reservationId, minimum, maximum, ttlMs: TTL, nowMs: NOW, ...extra });
+      store.reserve({
+        accountId: acc.id,
+        period: PERIOD,
+        reservationId,
+        minimum,
+        maximum,
+        ttlMs: TTL,
+        nowMs: NOW,
+        ...extra,
+      });
     const balance = (nowMs = NOW, period = PERIOD) => store.balance(acc.id, period, nowMs);
     const settle = (reservationId: string, chargeUsdMicros: number, withRecord = true) =>
-      store.settle({ accountId: acc.id, period: PERIOD, reservationId, chargeUsdMicros, ...(withRecord && { record: { ...record(acc.id, reservationId), costUsdMicros: chargeUsdMicros } }) });
+      store.settle({
+        accountId: acc.id,
+        period: PERIOD,
+        reservationId,
+        chargeUsdMicros,
+        ...(withRecord && { record: { ...record(acc.id, reservationId), costUsdMicros: chargeUsdMicros } }),
+      });
     return { store, acc, reserve, balance, settle };
   }
 
@@ -107,8 +158,18 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
       const { store, acc } = await withAccount(1_000);
       const updated = await store.updateAccount(acc.id, { paymentStatus: "failed" });
       expect(updated).toEqual({ ...acc, paymentStatus: "failed" });
-      const again = await store.updateAccount(acc.id, { spendCapUsdMicros: 7, subscriptionStatus: "canceled", onboardingComplete: false });
-      expect(again).toEqual({ ...acc, paymentStatus: "failed", spendCapUsdMicros: 7, subscriptionStatus: "canceled", onboardingComplete: false });
+      const again = await store.updateAccount(acc.id, {
+        spendCapUsdMicros: 7,
+        subscriptionStatus: "canceled",
+        onboardingComplete: false,
+      });
+      expect(again).toEqual({
+        ...acc,
+        paymentStatus: "failed",
+        spendCapUsdMicros: 7,
+        subscriptionStatus: "canceled",
+        onboardingComplete: false,
+      });
       expect(await store.updateAccount(acc.id, { spendCapUsdMicros: undefined })).toEqual(again);
       expect(await store.getAccount(acc.id)).toEqual(again);
       expect(await store.updateAccount(randomUUID(), { paymentStatus: "ok" })).toBeUndefined();
@@ -159,8 +220,15 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
     it("takes an admitted call's hold in the same step, and none for a refused one", async () => {
       const { store, acc } = await withAccount(1_000);
       const key = { id: "k-hold", accountId: acc.id, rateLimitRps: 1, burst: 1 };
-      const hold = (id: string, minimum: number, maximum: number): ReserveRequest =>
-        ({ accountId: acc.id, period: PERIOD, reservationId: id, minimum, maximum, ttlMs: TTL, nowMs: NOW });
+      const hold = (id: string, minimum: number, maximum: number): ReserveRequest => ({
+        accountId: acc.id,
+        period: PERIOD,
+        reservationId: id,
+        minimum,
+        maximum,
+        ttlMs: TTL,
+        nowMs: NOW,
+      });
       const admitted = await store.admit(key, NOW, hold("r1", 10, 600));
       expect(admitted).toMatchObject({ allowed: true, granted: 600 });
       expect(await store.balance(acc.id, PERIOD, NOW)).toEqual({ spentUsdMicros: 0, reservedUsdMicros: 600 });
@@ -199,7 +267,15 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
     it("refuses everything for an account without a cap and for an unknown account", async () => {
       const { reserve, store } = await withAccount(null);
       expect(await reserve("r1", 1, 10)).toBe(0);
-      const ghost = await store.reserve({ accountId: randomUUID(), period: PERIOD, reservationId: "x", minimum: 1, maximum: 10, ttlMs: TTL, nowMs: NOW });
+      const ghost = await store.reserve({
+        accountId: randomUUID(),
+        period: PERIOD,
+        reservationId: "x",
+        minimum: 1,
+        maximum: 10,
+        ttlMs: TTL,
+        nowMs: NOW,
+      });
       expect(ghost).toBe(0);
     });
 
@@ -283,7 +359,17 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
       expect(await reserve("r2", 10, 500, { period: "2026-12" })).toBe(500);
       const other = account({ spendCapUsdMicros: 50 });
       await store.createAccount(other);
-      expect(await store.reserve({ accountId: other.id, period: PERIOD, reservationId: "r1", minimum: 1, maximum: 50, ttlMs: TTL, nowMs: NOW })).toBe(50);
+      expect(
+        await store.reserve({
+          accountId: other.id,
+          period: PERIOD,
+          reservationId: "r1",
+          minimum: 1,
+          maximum: 50,
+          ttlMs: TTL,
+          nowMs: NOW,
+        }),
+      ).toBe(50);
     });
 
     it("never lets spent + reserved pass the cap under 100 concurrent reserves", async () => {
@@ -324,7 +410,13 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
     async function withRecords(count: number) {
       const ctx = await withAccount(1_000_000);
       for (let i = 1; i <= count; i++) {
-        await ctx.store.settle({ accountId: ctx.acc.id, period: PERIOD, reservationId: `u${i}`, chargeUsdMicros: 13, record: record(ctx.acc.id, `u${i}`, NOW + i) });
+        await ctx.store.settle({
+          accountId: ctx.acc.id,
+          period: PERIOD,
+          reservationId: `u${i}`,
+          chargeUsdMicros: 13,
+          record: record(ctx.acc.id, `u${i}`, NOW + i),
+        });
       }
       return ctx;
     }
@@ -352,10 +444,22 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
     it("neither skips nor repeats when a record is added mid-walk", async () => {
       const { store, acc } = await withRecords(5);
       const page1 = await store.listUsageRecords(acc.id, 2, "");
-      await store.settle({ accountId: acc.id, period: PERIOD, reservationId: "u6", chargeUsdMicros: 13, record: record(acc.id, "u6", NOW + 6) });
+      await store.settle({
+        accountId: acc.id,
+        period: PERIOD,
+        reservationId: "u6",
+        chargeUsdMicros: 13,
+        record: record(acc.id, "u6", NOW + 6),
+      });
       const page2 = await store.listUsageRecords(acc.id, 2, page1.nextPageToken);
       const page3 = await store.listUsageRecords(acc.id, 2, page2.nextPageToken);
-      expect([...page1.records, ...page2.records, ...page3.records].map((r) => r.id)).toEqual(["u5", "u4", "u3", "u2", "u1"]);
+      expect([...page1.records, ...page2.records, ...page3.records].map((r) => r.id)).toEqual([
+        "u5",
+        "u4",
+        "u3",
+        "u2",
+        "u1",
+      ]);
       expect(page3.nextPageToken).toBe("");
     });
 
@@ -366,7 +470,12 @@ describe.each(backends)("Store contract: %s", (_name, makeStore) => {
 
     it("refuses a page token it did not issue", async () => {
       const { store, acc } = await withRecords(3);
-      for (const token of ["nope", "!!!", Buffer.from("p:abc").toString("base64url"), Buffer.from("x:1").toString("base64url")]) {
+      for (const token of [
+        "nope",
+        "!!!",
+        Buffer.from("p:abc").toString("base64url"),
+        Buffer.from("x:1").toString("base64url"),
+      ]) {
         await expect(store.listUsageRecords(acc.id, 10, token)).rejects.toBeInstanceOf(InvalidPageTokenError);
       }
     });

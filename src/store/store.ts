@@ -23,7 +23,9 @@ export interface AccountRecord {
 }
 
 /** The fields `updateAccount` may change; unset fields are left alone. */
-export type AccountPatch = Partial<Pick<AccountRecord, "spendCapUsdMicros" | "onboardingComplete" | "paymentStatus" | "subscriptionStatus">>;
+export type AccountPatch = Partial<
+  Pick<AccountRecord, "spendCapUsdMicros" | "onboardingComplete" | "paymentStatus" | "subscriptionStatus">
+>;
 
 /** An API key as stored: only the hash of its secret, never the secret. */
 export interface ApiKeyRecord {

@@ -34,7 +34,8 @@ export function gatedStore(inner: Store): GatedStore {
   const lostReplies = new Set<CallStep>();
   const lostRequests = new Set<CallStep>();
   const outcomes = new Map<string, CallOutcome[]>();
-  const lost = () => sluiceError("service_unavailable", { retryAfterMs: 1000, message: "the store did not answer in time (test)" });
+  const lost = () =>
+    sluiceError("service_unavailable", { retryAfterMs: 1000, message: "the store did not answer in time (test)" });
 
   /** Runs one step through its gate and its disturbances. */
   async function step<T>(name: CallStep, run: () => Promise<T>): Promise<T> {
@@ -58,12 +59,17 @@ export function gatedStore(inner: Store): GatedStore {
     admit: (key, nowMs, reserve) => step("admit", () => inner.admit(key, nowMs, reserve)),
     reserve: (request) => step("reserve", () => inner.reserve(request)),
     settle: (request) => step("settle", async () => record(request.reservationId, await inner.settle(request))),
-    release: (accountId, period, id) => step("release", async () => record(id, await inner.release(accountId, period, id))),
+    release: (accountId, period, id) =>
+      step("release", async () => record(id, await inner.release(accountId, period, id))),
     pause(name) {
       let open: () => void = () => undefined;
       let arrive: () => void = () => undefined;
-      const wait = new Promise<void>((resolve) => { open = resolve; });
-      const arrived = new Promise<void>((resolve) => { arrive = resolve; });
+      const wait = new Promise<void>((resolve) => {
+        open = resolve;
+      });
+      const arrived = new Promise<void>((resolve) => {
+        arrive = resolve;
+      });
       gates.set(name, [...(gates.get(name) ?? []), { wait, arrive }]);
       return { arrived, open };
     },

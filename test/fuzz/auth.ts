@@ -34,7 +34,16 @@ const NOT_BEARER = ["", "Basic dXNlcjpwYXNz", "Bearer", "Bearer:abc", "Token abc
 /** Values that are bearer tokens but not keys: the checksum or the shape fails. */
 function malformed(variant: number, good: string): string {
   const last = good.at(-1) === "a" ? "b" : "a";
-  const values = ["svc_sk_", "svc_sk_short", "sk-abcdef", `${good.slice(0, -1)}${last}`, `svc_sk_${"a".repeat(49)}`, "x".repeat(3000), good.toUpperCase(), `${good}x`];
+  const values = [
+    "svc_sk_",
+    "svc_sk_short",
+    "sk-abcdef",
+    `${good.slice(0, -1)}${last}`,
+    `svc_sk_${"a".repeat(49)}`,
+    "x".repeat(3000),
+    good.toUpperCase(),
+    `${good}x`,
+  ];
   return values[variant % values.length] as string;
 }
 

@@ -20,7 +20,13 @@ function field(key: string, valid: fc.Arbitrary<Gen>, p: number, wrong = 3): fc.
   const scale = 1000;
   const present = fc.oneof(
     { weight: 10 - wrong, arbitrary: valid },
-    { weight: wrong, arbitrary: fc.oneof({ weight: 3, arbitrary: anyJsonArb }, { weight: 1, arbitrary: fc.constantFrom(...HOSTILE_NUMBERS) }) },
+    {
+      weight: wrong,
+      arbitrary: fc.oneof(
+        { weight: 3, arbitrary: anyJsonArb },
+        { weight: 1, arbitrary: fc.constantFrom(...HOSTILE_NUMBERS) },
+      ),
+    },
   );
   return fc.oneof(
     { weight: Math.round((1 - p) * scale), arbitrary: fc.constant<Field>([key, ABSENT]) },
@@ -30,7 +36,17 @@ function field(key: string, valid: fc.Arbitrary<Gen>, p: number, wrong = 3): fc.
 
 /** Keys nobody declared, some of which name Object.prototype members. */
 const unknownKeyArb = fc.oneof(
-  fc.constantFrom("__proto__", "constructor", "toString", "hasOwnProperty", "valueOf", "extra", "functions", "logit_bias", ""),
+  fc.constantFrom(
+    "__proto__",
+    "constructor",
+    "toString",
+    "hasOwnProperty",
+    "valueOf",
+    "extra",
+    "functions",
+    "logit_bias",
+    "",
+  ),
   fc.string({ unit: "binary", maxLength: 8 }),
 );
 
@@ -39,24 +55,34 @@ const unknownKeyArb = fc.oneof(
  * key (the last value wins in JSON.parse; protobuf JSON refuses it).
  */
 function objectOf(fields: fc.Arbitrary<Field>[]): fc.Arbitrary<Entries> {
-  return fc.tuple(
-    fc.tuple(...fields),
-    fc.oneof({ weight: 9, arbitrary: fc.constant<Field[]>([]) }, { weight: 1, arbitrary: fc.array(fc.tuple(unknownKeyArb, anyJsonArb), { maxLength: 3 }) }),
-    fc.oneof({ weight: 19, arbitrary: fc.constant<number | undefined>(undefined) }, { weight: 1, arbitrary: fc.nat() }),
-  ).map(([own, unknown, repeat]) => {
-    const entries = [...own, ...unknown].filter((f): f is readonly [string, Gen] => f[1] !== ABSENT);
-    if (repeat !== undefined && entries.length > 0) {
-      const [key] = entries[repeat % entries.length] as readonly [string, Gen];
-      entries.push([key, entries[(repeat + 1) % entries.length]?.[1] ?? null]);
-    }
-    return new Entries(entries);
-  });
+  return fc
+    .tuple(
+      fc.tuple(...fields),
+      fc.oneof(
+        { weight: 9, arbitrary: fc.constant<Field[]>([]) },
+        { weight: 1, arbitrary: fc.array(fc.tuple(unknownKeyArb, anyJsonArb), { maxLength: 3 }) },
+      ),
+      fc.oneof(
+        { weight: 19, arbitrary: fc.constant<number | undefined>(undefined) },
+        { weight: 1, arbitrary: fc.nat() },
+      ),
+    )
+    .map(([own, unknown, repeat]) => {
+      const entries = [...own, ...unknown].filter((f): f is readonly [string, Gen] => f[1] !== ABSENT);
+      if (repeat !== undefined && entries.length > 0) {
+        const [key] = entries[repeat % entries.length] as readonly [string, Gen];
+        entries.push([key, entries[(repeat + 1) % entries.length]?.[1] ?? null]);
+      }
+      return new Entries(entries);
+    });
 }
 
 const name = (d: Dialect, snake: string, camel: string) => fc.constant(d === "wire" ? snake : camel);
 /** Proto JSON accepts both the lowerCamel name and the proto name of a field. */
 const key = (d: Dialect, snake: string, camel: string): fc.Arbitrary<string> =>
-  d === "wire" ? name(d, snake, camel) : fc.oneof({ weight: 9, arbitrary: fc.constant(camel) }, { weight: 1, arbitrary: fc.constant(snake) });
+  d === "wire"
+    ? name(d, snake, camel)
+    : fc.oneof({ weight: 9, arbitrary: fc.constant(camel) }, { weight: 1, arbitrary: fc.constant(snake) });
 
 const roleArb: fc.Arbitrary<Gen> = fc.oneof(
   { weight: 12, arbitrary: fc.constantFrom("user", "system", "assistant", "tool", "developer", "function") },
@@ -65,7 +91,16 @@ const roleArb: fc.Arbitrary<Gen> = fc.oneof(
 
 const textPartArb: fc.Arbitrary<Gen> = fc.oneof(
   { weight: 8, arbitrary: stringArb.map((text): Gen => ({ type: "text", text })) },
-  { weight: 1, arbitrary: fc.constantFrom<Gen>({ type: "image_url", image_url: { url: "x" } }, { type: "text" }, { text: "x" }, "x", null) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom<Gen>(
+      { type: "image_url", image_url: { url: "x" } },
+      { type: "text" },
+      { text: "x" },
+      "x",
+      null,
+    ),
+  },
 );
 
 const contentArb: fc.Arbitrary<Gen> = fc.oneof(
@@ -74,7 +109,11 @@ const contentArb: fc.Arbitrary<Gen> = fc.oneof(
   { weight: 2, arbitrary: fc.array(textPartArb, { maxLength: 3 }) },
 );
 
-const jsonObjectArb: fc.Arbitrary<Gen> = fc.dictionary(fc.string({ maxLength: 6 }), fc.jsonValue({ maxDepth: 2 }).map((v) => v as Gen), { maxKeys: 3 });
+const jsonObjectArb: fc.Arbitrary<Gen> = fc.dictionary(
+  fc.string({ maxLength: 6 }),
+  fc.jsonValue({ maxDepth: 2 }).map((v) => v as Gen),
+  { maxKeys: 3 },
+);
 
 /** One chat message: usually well-formed, sometimes not an object at all. */
 export function messageArb(d: Dialect): fc.Arbitrary<Gen> {
@@ -88,20 +127,37 @@ export function messageArb(d: Dialect): fc.Arbitrary<Gen> {
   return fc.oneof({ weight: 20, arbitrary: objectOf(fields) }, { weight: 1, arbitrary: anyJsonArb });
 }
 
-const intArb = fc.oneof(fc.integer({ min: 1, max: 32 }), fc.integer(), fc.constantFrom(0, -1, 4096, 4097, 2 ** 31, 2 ** 53));
-/** Proto JSON writes 64-bit integers as strings; both forms are accepted. */
-const int64Arb = (d: Dialect): fc.Arbitrary<Gen> => (d === "wire" ? intArb : fc.oneof(intArb, intArb.map(String), fc.constantFrom("9223372036854775807", "-9223372036854775808", "9223372036854775808", "0x10", " 5", "1e3")));
-const doubleArb = (lo: number, hi: number, d: Dialect): fc.Arbitrary<Gen> => fc.oneof(
-  { weight: 6, arbitrary: fc.double({ min: lo, max: hi, noNaN: true }) },
-  { weight: 2, arbitrary: fc.double({ noNaN: true, noDefaultInfinity: true }) },
-  { weight: d === "proto" ? 1 : 0, arbitrary: fc.constantFrom<Gen>("NaN", "Infinity", "-Infinity", "1.5", "") },
+const intArb = fc.oneof(
+  fc.integer({ min: 1, max: 32 }),
+  fc.integer(),
+  fc.constantFrom(0, -1, 4096, 4097, 2 ** 31, 2 ** 53),
 );
+/** Proto JSON writes 64-bit integers as strings; both forms are accepted. */
+const int64Arb = (d: Dialect): fc.Arbitrary<Gen> =>
+  d === "wire"
+    ? intArb
+    : fc.oneof(
+        intArb,
+        intArb.map(String),
+        fc.constantFrom("9223372036854775807", "-9223372036854775808", "9223372036854775808", "0x10", " 5", "1e3"),
+      );
+const doubleArb = (lo: number, hi: number, d: Dialect): fc.Arbitrary<Gen> =>
+  fc.oneof(
+    { weight: 6, arbitrary: fc.double({ min: lo, max: hi, noNaN: true }) },
+    { weight: 2, arbitrary: fc.double({ noNaN: true, noDefaultInfinity: true }) },
+    { weight: d === "proto" ? 1 : 0, arbitrary: fc.constantFrom<Gen>("NaN", "Infinity", "-Infinity", "1.5", "") },
+  );
 
 /** The fields of a chat request (ChatParams for the core), each mostly absent. */
 function paramsArb(d: Dialect, messages: fc.Arbitrary<Gen>): fc.Arbitrary<Entries> {
-  const k = (snake: string, camel: string, valid: fc.Arbitrary<Gen>, p: number) => key(d, snake, camel).chain((kk) => field(kk, valid, p));
+  const k = (snake: string, camel: string, valid: fc.Arbitrary<Gen>, p: number) =>
+    key(d, snake, camel).chain((kk) => field(kk, valid, p));
   return objectOf([
-    field("model", fc.oneof({ weight: 8, arbitrary: fc.constantFrom("service-extract", "") }, { weight: 2, arbitrary: stringArb }), 0.5),
+    field(
+      "model",
+      fc.oneof({ weight: 8, arbitrary: fc.constantFrom("service-extract", "") }, { weight: 2, arbitrary: stringArb }),
+      0.5,
+    ),
     field("messages", messages, 0.92, 1),
     field("prompt", d === "wire" ? fc.oneof(stringArb, fc.array(stringArb, { maxLength: 3 })) : stringArb, 0.08),
     ...(d === "wire" ? [field("stream", fc.boolean(), 0.2)] : []),
@@ -111,10 +167,18 @@ function paramsArb(d: Dialect, messages: fc.Arbitrary<Gen>): fc.Arbitrary<Entrie
     k("top_p", "topP", doubleArb(0, 1, d), 0.08),
     k("presence_penalty", "presencePenalty", doubleArb(-2, 2, d), 0.05),
     k("frequency_penalty", "frequencyPenalty", doubleArb(-2, 2, d), 0.05),
-    field("stop", d === "wire" ? fc.oneof(stringArb, fc.array(stringArb, { maxLength: 5 })) : fc.array(stringArb, { maxLength: 5 }), 0.08),
+    field(
+      "stop",
+      d === "wire" ? fc.oneof(stringArb, fc.array(stringArb, { maxLength: 5 })) : fc.array(stringArb, { maxLength: 5 }),
+      0.08,
+    ),
     field("seed", int64Arb(d), 0.08),
     field("user", stringArb, 0.06),
-    field("n", fc.oneof({ weight: 4, arbitrary: fc.integer({ min: 1, max: 3 }) }, { weight: 1, arbitrary: intArb }), 0.1),
+    field(
+      "n",
+      fc.oneof({ weight: 4, arbitrary: fc.integer({ min: 1, max: 3 }) }, { weight: 1, arbitrary: intArb }),
+      0.1,
+    ),
     field("tools", fc.array(jsonObjectArb, { maxLength: 3 }), 0.06),
     k("tool_choice", "toolChoice", fc.oneof(fc.constantFrom<Gen>("auto", "none", "required"), jsonObjectArb), 0.06),
     k("response_format", "responseFormat", fc.oneof(fc.constant<Gen>({ type: "json_object" }), jsonObjectArb), 0.06),
@@ -129,7 +193,16 @@ export function chatBodyArb(d: Dialect): fc.Arbitrary<Gen> {
   if (d === "wire") return params;
   return fc.oneof(
     { weight: 20, arbitrary: params.map((p): Gen => ({ params: p })) },
-    { weight: 1, arbitrary: fc.tuple(params, anyJsonArb).map(([p, extra]): Gen => new Entries([["params", p], ["unknownTop", extra]])) },
+    {
+      weight: 1,
+      arbitrary: fc.tuple(params, anyJsonArb).map(
+        ([p, extra]): Gen =>
+          new Entries([
+            ["params", p],
+            ["unknownTop", extra],
+          ]),
+      ),
+    },
     { weight: 1, arbitrary: anyJsonArb.map((p): Gen => ({ params: p })) },
   );
 }
@@ -145,20 +218,24 @@ export function deepBodyArb(d: Dialect): fc.Arbitrary<{ body: Gen; depth: number
     { weight: 1, arbitrary: fc.constantFrom(1, 1000, 10_000, 100_000) },
   );
   const spotArb = fc.constantFrom<DeepSpot>("tools", "response_format", "tool_choice", "tool_calls", "unknown", "body");
-  return fc.tuple(depthArb, spotArb, fc.constantFrom<"array" | "object">("array", "object")).map(([depth, spot, shape]) => {
-    const deep = nested(depth, "1", shape);
-    const deepObject = nested(depth, "1", "object");
-    const user = { role: "user", content: "hi" };
-    const k = (snake: string, camel: string) => (d === "wire" ? snake : camel);
-    let params: Gen;
-    if (spot === "body") return { body: deep, depth, spot };
-    if (spot === "tools") params = { messages: [user], tools: [new Entries([["x", deep]])] };
-    else if (spot === "response_format") params = { messages: [user], [k("response_format", "responseFormat")]: deepObject };
-    else if (spot === "tool_choice") params = { messages: [user], [k("tool_choice", "toolChoice")]: deepObject };
-    else if (spot === "tool_calls") params = { messages: [{ ...user, [k("tool_calls", "toolCalls")]: [new Entries([["x", deep]])] }] };
-    else params = { messages: [user], unknown_deep: deep };
-    return { body: d === "wire" ? params : { params }, depth, spot };
-  });
+  return fc
+    .tuple(depthArb, spotArb, fc.constantFrom<"array" | "object">("array", "object"))
+    .map(([depth, spot, shape]) => {
+      const deep = nested(depth, "1", shape);
+      const deepObject = nested(depth, "1", "object");
+      const user = { role: "user", content: "hi" };
+      const k = (snake: string, camel: string) => (d === "wire" ? snake : camel);
+      let params: Gen;
+      if (spot === "body") return { body: deep, depth, spot };
+      if (spot === "tools") params = { messages: [user], tools: [new Entries([["x", deep]])] };
+      else if (spot === "response_format")
+        params = { messages: [user], [k("response_format", "responseFormat")]: deepObject };
+      else if (spot === "tool_choice") params = { messages: [user], [k("tool_choice", "toolChoice")]: deepObject };
+      else if (spot === "tool_calls")
+        params = { messages: [{ ...user, [k("tool_calls", "toolCalls")]: [new Entries([["x", deep]])] }] };
+      else params = { messages: [user], unknown_deep: deep };
+      return { body: d === "wire" ? params : { params }, depth, spot };
+    });
 }
 
 /**
@@ -188,14 +265,47 @@ function bulkGenArb(d: Dialect): fc.Arbitrary<{ body: Gen; what: string }> {
   return fc.oneof(
     fc.constantFrom(1000, 3000, 8000, 10_922, 10_923, 12_000).map((count) => ({
       what: `${count} messages`,
-      body: wrap({ [k("max_tokens", "maxTokens")]: 8, messages: new Raw(`[${Array.from({ length: count }, (_, i) => render({ role: i % 2 ? "assistant" : "user", content: "hi" })).join(",")}]`) }),
+      body: wrap({
+        [k("max_tokens", "maxTokens")]: 8,
+        messages: new Raw(
+          `[${Array.from({ length: count }, (_, i) => render({ role: i % 2 ? "assistant" : "user", content: "hi" })).join(",")}]`,
+        ),
+      }),
     })),
-    fc.constant({ what: "100001 messages", body: wrap({ messages: new Raw(`[${Array(100_001).fill('{"role":"user","content":""}').join(",")}]`) }) }),
-    fc.constantFrom(4, 5, 10_000).map((count) => ({ what: `${count} stop`, body: wrap({ messages: [user], stop: new Raw(`[${Array(count).fill('"x"').join(",")}]`) }) })),
-    fc.constantFrom(128, 129, 5000).map((count) => ({ what: `${count} tools`, body: wrap({ messages: [user], tools: new Raw(`[${Array(count).fill('{"type":"function"}').join(",")}]`) }) })),
-    fc.constantFrom(10_000, 100_000).map((count) => ({ what: `${count} ignored`, body: wrap({ messages: [user], [k("unknown_list", "unknownList")]: new Raw(`[${Array(count).fill("0").join(",")}]`) }) })),
-    fc.constantFrom(40_000, 200_000).map((count) => ({ what: `prompt of ${count} words`, body: wrap({ prompt: "word ".repeat(count) }) })),
-    ...(d === "wire" ? [fc.constant({ what: "10000 content parts", body: { messages: [{ role: "user", content: new Raw(`[${Array(10_000).fill('{"type":"text","text":"a"}').join(",")}]`) }] } })] : []),
+    fc.constant({
+      what: "100001 messages",
+      body: wrap({ messages: new Raw(`[${Array(100_001).fill('{"role":"user","content":""}').join(",")}]`) }),
+    }),
+    fc.constantFrom(4, 5, 10_000).map((count) => ({
+      what: `${count} stop`,
+      body: wrap({ messages: [user], stop: new Raw(`[${Array(count).fill('"x"').join(",")}]`) }),
+    })),
+    fc.constantFrom(128, 129, 5000).map((count) => ({
+      what: `${count} tools`,
+      body: wrap({ messages: [user], tools: new Raw(`[${Array(count).fill('{"type":"function"}').join(",")}]`) }),
+    })),
+    fc.constantFrom(10_000, 100_000).map((count) => ({
+      what: `${count} ignored`,
+      body: wrap({
+        messages: [user],
+        [k("unknown_list", "unknownList")]: new Raw(`[${Array(count).fill("0").join(",")}]`),
+      }),
+    })),
+    fc
+      .constantFrom(40_000, 200_000)
+      .map((count) => ({ what: `prompt of ${count} words`, body: wrap({ prompt: "word ".repeat(count) }) })),
+    ...(d === "wire"
+      ? [
+          fc.constant({
+            what: "10000 content parts",
+            body: {
+              messages: [
+                { role: "user", content: new Raw(`[${Array(10_000).fill('{"type":"text","text":"a"}').join(",")}]`) },
+              ],
+            },
+          }),
+        ]
+      : []),
   );
 }
 

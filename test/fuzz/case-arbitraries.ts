@@ -52,12 +52,14 @@ const preview = (b: Uint8Array) => {
 /** A counterexample as people read it: kind, key, and the body's first bytes. */
 export function describeCase(c: FuzzCase): string {
   const key = `key=${c.auth.key}#${c.auth.variant}`;
-  if (c.kind === "edge-route") return `${c.kind} ${c.method} ${c.path} ${key} x-request-id=${JSON.stringify(c.requestId)}`;
+  if (c.kind === "edge-route")
+    return `${c.kind} ${c.method} ${c.path} ${key} x-request-id=${JSON.stringify(c.requestId)}`;
   if (c.kind === "edge-raw") {
     const { body, ...rest } = c;
     return `${c.kind}/${c.sub} ${JSON.stringify(rest)} body ${preview(body)}`;
   }
-  if (c.kind.startsWith("core")) return `${c.kind} ${key} ${(c as CoreCase).format} (${(c as CoreCase).note}) body ${preview((c as CoreCase).body)}`;
+  if (c.kind.startsWith("core"))
+    return `${c.kind} ${key} ${(c as CoreCase).format} (${(c as CoreCase).note}) body ${preview((c as CoreCase).body)}`;
   const e = c as EdgeCase;
   return `${e.kind} ${key} x-request-id=${JSON.stringify(e.requestId)} (${e.note}) body ${preview(e.body)}`;
 }
@@ -71,55 +73,148 @@ const mutationsArb = fc.array(mutationArb, { minLength: 1, maxLength: 3 });
 const randomBytesArb = fc.uint8Array({ maxLength: 200 });
 
 const edge = (kind: EdgeCase["kind"], body: fc.Arbitrary<{ body: Uint8Array; note: string }>) =>
-  fc.record({ auth: authArb, requestId: optionalId, b: body }).map(({ auth, requestId, b }) => printable<EdgeCase>({ kind, auth, requestId, body: b.body, note: b.note }));
-const core = (kind: CoreCase["kind"], format: CoreCase["format"], body: fc.Arbitrary<{ body: Uint8Array; note: string }>) =>
-  fc.record({ auth: authArb, b: body }).map(({ auth, b }) => printable<CoreCase>({ kind, auth, format, body: b.body, note: b.note }));
+  fc
+    .record({ auth: authArb, requestId: optionalId, b: body })
+    .map(({ auth, requestId, b }) => printable<EdgeCase>({ kind, auth, requestId, body: b.body, note: b.note }));
+const core = (
+  kind: CoreCase["kind"],
+  format: CoreCase["format"],
+  body: fc.Arbitrary<{ body: Uint8Array; note: string }>,
+) =>
+  fc
+    .record({ auth: authArb, b: body })
+    .map(({ auth, b }) => printable<CoreCase>({ kind, auth, format, body: b.body, note: b.note }));
 
 const edgeArbs: Array<{ weight: number; arbitrary: fc.Arbitrary<FuzzCase> }> = [
-  { weight: 60, arbitrary: edge("edge-json", fc.tuple(chatBodyArb("wire"), spacedArb).map(([b, s]) => ({ body: serialize(b, s), note: "structured" }))) },
+  {
+    weight: 60,
+    arbitrary: edge(
+      "edge-json",
+      fc.tuple(chatBodyArb("wire"), spacedArb).map(([b, s]) => ({ body: serialize(b, s), note: "structured" })),
+    ),
+  },
   {
     weight: 16,
-    arbitrary: edge("edge-bytes", fc.oneof(
-      { weight: 3, arbitrary: fc.tuple(chatBodyArb("wire"), mutationsArb).map(([b, m]) => ({ body: mutate(serialize(b), m), note: `mutated ${JSON.stringify(m)}` })) },
-      { weight: 1, arbitrary: randomBytesArb.map((body) => ({ body, note: "random bytes" })) },
-      { weight: 1, arbitrary: fc.jsonValue().map((v) => ({ body: serialize(v as Gen), note: "any JSON" })) },
-    )),
+    arbitrary: edge(
+      "edge-bytes",
+      fc.oneof(
+        {
+          weight: 3,
+          arbitrary: fc
+            .tuple(chatBodyArb("wire"), mutationsArb)
+            .map(([b, m]) => ({ body: mutate(serialize(b), m), note: `mutated ${JSON.stringify(m)}` })),
+        },
+        { weight: 1, arbitrary: randomBytesArb.map((body) => ({ body, note: "random bytes" })) },
+        { weight: 1, arbitrary: fc.jsonValue().map((v) => ({ body: serialize(v as Gen), note: "any JSON" })) },
+      ),
+    ),
   },
-  { weight: 6, arbitrary: edge("edge-deep", deepBodyArb("wire").map((d) => ({ body: serialize(d.body), note: `depth ${d.depth} in ${d.spot}` }))) },
+  {
+    weight: 6,
+    arbitrary: edge(
+      "edge-deep",
+      deepBodyArb("wire").map((d) => ({ body: serialize(d.body), note: `depth ${d.depth} in ${d.spot}` })),
+    ),
+  },
   { weight: 1, arbitrary: edge("edge-bulk", bulkBodyArb("wire")) },
   { weight: 24, arbitrary: rawCaseArb.map((c) => printable(c)) },
   {
     weight: 8,
-    arbitrary: fc.record({
-      auth: authArb,
-      requestId: optionalId,
-      method: fc.oneof({ weight: 4, arbitrary: fc.constant("GET") }, { weight: 1, arbitrary: fc.constantFrom("POST", "PUT", "DELETE", "PATCH", "OPTIONS") }),
-      path: fc.oneof({ weight: 4, arbitrary: fc.constant("/v1/me") }, { weight: 2, arbitrary: fc.constantFrom("/v1/me/", "/v1/me//", "/v1/me?x=1", "/v1/ME", "//v1/me", "/v1/me/x", "/v1", "/", "/v1/%00", "/v2/me", "/v1/chat/completions", "/v1/chat/completions/", "/v1/chat/completionsx") }),
-    }).filter((r) => !(r.method === "POST" && r.path.startsWith("/v1/chat/completions"))).map((r) => printable<RouteCase>({ kind: "edge-route", ...r })),
+    arbitrary: fc
+      .record({
+        auth: authArb,
+        requestId: optionalId,
+        method: fc.oneof(
+          { weight: 4, arbitrary: fc.constant("GET") },
+          { weight: 1, arbitrary: fc.constantFrom("POST", "PUT", "DELETE", "PATCH", "OPTIONS") },
+        ),
+        path: fc.oneof(
+          { weight: 4, arbitrary: fc.constant("/v1/me") },
+          {
+            weight: 2,
+            arbitrary: fc.constantFrom(
+              "/v1/me/",
+              "/v1/me//",
+              "/v1/me?x=1",
+              "/v1/ME",
+              "//v1/me",
+              "/v1/me/x",
+              "/v1",
+              "/",
+              "/v1/%00",
+              "/v2/me",
+              "/v1/chat/completions",
+              "/v1/chat/completions/",
+              "/v1/chat/completionsx",
+            ),
+          },
+        ),
+      })
+      .filter((r) => !(r.method === "POST" && r.path.startsWith("/v1/chat/completions")))
+      .map((r) => printable<RouteCase>({ kind: "edge-route", ...r })),
   },
 ];
 
-const toJsonBody = fc.tuple(chatBodyArb("proto"), spacedArb).map(([b, s]) => ({ body: serialize(b, s), note: "structured" }));
+const toJsonBody = fc
+  .tuple(chatBodyArb("proto"), spacedArb)
+  .map(([b, s]) => ({ body: serialize(b, s), note: "structured" }));
 const coreArbs: Array<{ weight: number; arbitrary: fc.Arbitrary<FuzzCase> }> = [
   { weight: 30, arbitrary: core("core-json", "json", toJsonBody) },
   {
     weight: 10,
-    arbitrary: core("core-json-bytes", "json", fc.oneof(
-      { weight: 3, arbitrary: fc.tuple(chatBodyArb("proto"), mutationsArb).map(([b, m]) => ({ body: mutate(serialize(b), m), note: `mutated ${JSON.stringify(m)}` })) },
-      { weight: 1, arbitrary: randomBytesArb.map((body) => ({ body, note: "random bytes" })) },
-      { weight: 1, arbitrary: fc.jsonValue().map((v) => ({ body: serialize(v as Gen), note: "any JSON" })) },
-    )),
+    arbitrary: core(
+      "core-json-bytes",
+      "json",
+      fc.oneof(
+        {
+          weight: 3,
+          arbitrary: fc
+            .tuple(chatBodyArb("proto"), mutationsArb)
+            .map(([b, m]) => ({ body: mutate(serialize(b), m), note: `mutated ${JSON.stringify(m)}` })),
+        },
+        { weight: 1, arbitrary: randomBytesArb.map((body) => ({ body, note: "random bytes" })) },
+        { weight: 1, arbitrary: fc.jsonValue().map((v) => ({ body: serialize(v as Gen), note: "any JSON" })) },
+      ),
+    ),
   },
-  { weight: 4, arbitrary: core("core-deep", "json", deepBodyArb("proto").map((d) => ({ body: serialize(d.body), note: `depth ${d.depth} in ${d.spot}` }))) },
+  {
+    weight: 4,
+    arbitrary: core(
+      "core-deep",
+      "json",
+      deepBodyArb("proto").map((d) => ({ body: serialize(d.body), note: `depth ${d.depth} in ${d.spot}` })),
+    ),
+  },
   {
     weight: 1,
     arbitrary: fc.oneof(
       core("core-bulk", "json", bulkBodyArb("proto")),
-      core("core-bulk", "binary", bulkBinaryArb.map((d) => ({ body: d.body, note: d.what }))),
+      core(
+        "core-bulk",
+        "binary",
+        bulkBinaryArb.map((d) => ({ body: d.body, note: d.what })),
+      ),
     ),
   },
-  { weight: 30, arbitrary: core("core-binary", "binary", binaryBodyArb.map((b) => ({ body: encodeBinaryBody(b), note: JSON.stringify({ extras: b.extras, outer: b.outer, mutations: b.mutations }) }))) },
-  { weight: 8, arbitrary: core("core-binary-bytes", "binary", randomBytesArb.map((body) => ({ body, note: "random bytes" }))) },
+  {
+    weight: 30,
+    arbitrary: core(
+      "core-binary",
+      "binary",
+      binaryBodyArb.map((b) => ({
+        body: encodeBinaryBody(b),
+        note: JSON.stringify({ extras: b.extras, outer: b.outer, mutations: b.mutations }),
+      })),
+    ),
+  },
+  {
+    weight: 8,
+    arbitrary: core(
+      "core-binary-bytes",
+      "binary",
+      randomBytesArb.map((body) => ({ body, note: "random bytes" })),
+    ),
+  },
 ];
 
 /** Every kind of case of a family, weighted. */

@@ -2,7 +2,10 @@ import { create, fromJson, toBinary, type JsonObject, type JsonValue, type Messa
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import fc from "fast-check";
-import { ChatParamsSchema, CreateChatCompletionRequestSchema } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
+import {
+  ChatParamsSchema,
+  CreateChatCompletionRequestSchema,
+} from "../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { mutate, mutationArb, stringArb, type Mutation } from "./json-text.ts";
 
 /**
@@ -35,49 +38,85 @@ export interface BinaryBody {
 }
 
 const opt = <T>(arb: fc.Arbitrary<T>, p: number): fc.Arbitrary<T | undefined> =>
-  fc.oneof({ weight: Math.round((1 - p) * 100), arbitrary: fc.constant(undefined) }, { weight: Math.round(p * 100), arbitrary: arb });
-const jsonObjectArb = fc.dictionary(fc.string({ maxLength: 6 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }).map((o) => o as JsonObject);
-const int32Arb = fc.oneof({ weight: 4, arbitrary: fc.integer({ min: 0, max: 9 }) }, { weight: 1, arbitrary: fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }) });
-const int64Arb = fc.oneof({ weight: 4, arbitrary: fc.bigInt({ min: 1n, max: 32n }) }, { weight: 1, arbitrary: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }) });
-const doubleArb = (lo: number, hi: number) => fc.oneof({ weight: 5, arbitrary: fc.double({ min: lo, max: hi, noNaN: true }) }, { weight: 1, arbitrary: fc.double() });
+  fc.oneof(
+    { weight: Math.round((1 - p) * 100), arbitrary: fc.constant(undefined) },
+    { weight: Math.round(p * 100), arbitrary: arb },
+  );
+const jsonObjectArb = fc
+  .dictionary(fc.string({ maxLength: 6 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 })
+  .map((o) => o as JsonObject);
+const int32Arb = fc.oneof(
+  { weight: 4, arbitrary: fc.integer({ min: 0, max: 9 }) },
+  { weight: 1, arbitrary: fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }) },
+);
+const int64Arb = fc.oneof(
+  { weight: 4, arbitrary: fc.bigInt({ min: 1n, max: 32n }) },
+  { weight: 1, arbitrary: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }) },
+);
+const doubleArb = (lo: number, hi: number) =>
+  fc.oneof(
+    { weight: 5, arbitrary: fc.double({ min: lo, max: hi, noNaN: true }) },
+    { weight: 1, arbitrary: fc.double() },
+  );
 
-const messageArb = fc.record({
-  role: fc.oneof({ weight: 10, arbitrary: fc.constantFrom("user", "system", "assistant", "tool") }, { weight: 1, arbitrary: stringArb }),
-  content: stringArb,
-  name: opt(stringArb, 0.05),
-  toolCallId: opt(stringArb, 0.05),
-  toolCalls: opt(fc.array(jsonObjectArb, { maxLength: 2 }), 0.05),
-}).map((m) => Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined)) as NonNullable<ParamsInit["messages"]>[number]);
+const messageArb = fc
+  .record({
+    role: fc.oneof(
+      { weight: 10, arbitrary: fc.constantFrom("user", "system", "assistant", "tool") },
+      { weight: 1, arbitrary: stringArb },
+    ),
+    content: stringArb,
+    name: opt(stringArb, 0.05),
+    toolCallId: opt(stringArb, 0.05),
+    toolCalls: opt(fc.array(jsonObjectArb, { maxLength: 2 }), 0.05),
+  })
+  .map(
+    (m) =>
+      Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined)) as NonNullable<
+        ParamsInit["messages"]
+      >[number],
+  );
 
-const toolChoiceArb = fc.oneof(fc.constantFrom<JsonValue>("auto", "none", null, 1, [], ["x"]), jsonObjectArb).map((v) => fromJson(ValueSchema, v));
+const toolChoiceArb = fc
+  .oneof(fc.constantFrom<JsonValue>("auto", "none", null, 1, [], ["x"]), jsonObjectArb)
+  .map((v) => fromJson(ValueSchema, v));
 
-const paramsArb: fc.Arbitrary<ParamsInit> = fc.record({
-  model: opt(fc.oneof({ weight: 8, arbitrary: fc.constantFrom("service-extract", "") }, { weight: 1, arbitrary: stringArb }), 0.5),
-  messages: opt(fc.array(messageArb, { maxLength: 4 }), 0.92),
-  prompt: opt(stringArb, 0.08),
-  maxTokens: opt(int64Arb, 0.6),
-  temperature: opt(doubleArb(0, 2), 0.1),
-  topP: opt(doubleArb(0, 1), 0.06),
-  presencePenalty: opt(doubleArb(-2, 2), 0.04),
-  frequencyPenalty: opt(doubleArb(-2, 2), 0.04),
-  stop: opt(fc.array(stringArb, { maxLength: 5 }), 0.08),
-  seed: opt(int64Arb, 0.06),
-  user: opt(stringArb, 0.05),
-  n: opt(int32Arb, 0.1),
-  tools: opt(fc.array(jsonObjectArb, { maxLength: 3 }), 0.05),
-  toolChoice: opt(toolChoiceArb, 0.05),
-  responseFormat: opt(jsonObjectArb, 0.05),
-  logprobs: opt(fc.boolean(), 0.03),
-  topLogprobs: opt(int32Arb, 0.03),
-}).map((p) => Object.fromEntries(Object.entries(p).filter(([, v]) => v !== undefined)) as ParamsInit);
+const paramsArb: fc.Arbitrary<ParamsInit> = fc
+  .record({
+    model: opt(
+      fc.oneof({ weight: 8, arbitrary: fc.constantFrom("service-extract", "") }, { weight: 1, arbitrary: stringArb }),
+      0.5,
+    ),
+    messages: opt(fc.array(messageArb, { maxLength: 4 }), 0.92),
+    prompt: opt(stringArb, 0.08),
+    maxTokens: opt(int64Arb, 0.6),
+    temperature: opt(doubleArb(0, 2), 0.1),
+    topP: opt(doubleArb(0, 1), 0.06),
+    presencePenalty: opt(doubleArb(-2, 2), 0.04),
+    frequencyPenalty: opt(doubleArb(-2, 2), 0.04),
+    stop: opt(fc.array(stringArb, { maxLength: 5 }), 0.08),
+    seed: opt(int64Arb, 0.06),
+    user: opt(stringArb, 0.05),
+    n: opt(int32Arb, 0.1),
+    tools: opt(fc.array(jsonObjectArb, { maxLength: 3 }), 0.05),
+    toolChoice: opt(toolChoiceArb, 0.05),
+    responseFormat: opt(jsonObjectArb, 0.05),
+    logprobs: opt(fc.boolean(), 0.03),
+    topLogprobs: opt(int32Arb, 0.03),
+  })
+  .map((p) => Object.fromEntries(Object.entries(p).filter(([, v]) => v !== undefined)) as ParamsInit);
 
 const wireArb = fc.constantFrom<"varint" | "len" | "i64" | "i32">("varint", "len", "i64", "i32");
 const extraArb: fc.Arbitrary<ExtraField> = fc.oneof(
-  fc.tuple(fc.integer({ min: 18, max: 536_870_911 }), wireArb).map(([no, wire]): ExtraField => ({ t: "unknown", no, wire })),
+  fc
+    .tuple(fc.integer({ min: 18, max: 536_870_911 }), wireArb)
+    .map(([no, wire]): ExtraField => ({ t: "unknown", no, wire })),
   fc.tuple(fc.integer({ min: 1, max: 17 }), wireArb).map(([no, wire]): ExtraField => ({ t: "wrong-wire", no, wire })),
   fc.constantFrom<1 | 3 | 9>(1, 3, 9).map((no): ExtraField => ({ t: "invalid-utf8", no })),
   fc.boolean().map((role): ExtraField => ({ t: "message-invalid-utf8", role })),
-  fc.tuple(fc.integer({ min: 1, max: 40 }), fc.boolean()).map(([no, closed]): ExtraField => ({ t: "group", no, closed })),
+  fc
+    .tuple(fc.integer({ min: 1, max: 40 }), fc.boolean())
+    .map(([no, closed]): ExtraField => ({ t: "group", no, closed })),
   fc.constantFrom<ExtraField>({ t: "empty-value" }, { t: "nan-value" }, { t: "struct-empty-value" }),
   fc.constantFrom(10, 32, 33, 47, 48, 99, 101, 2000).map((depth): ExtraField => ({ t: "deep-value", depth })),
 );
@@ -85,9 +124,18 @@ const extraArb: fc.Arbitrary<ExtraField> = fc.oneof(
 /** Binary bodies: mostly a clean `ChatParams`, some with hostile fields, some mutated. */
 export const binaryBodyArb: fc.Arbitrary<BinaryBody> = fc.record({
   params: fc.oneof({ weight: 30, arbitrary: paramsArb }, { weight: 1, arbitrary: fc.constant<"absent">("absent") }),
-  extras: fc.oneof({ weight: 4, arbitrary: fc.constant<ExtraField[]>([]) }, { weight: 1, arbitrary: fc.array(extraArb, { minLength: 1, maxLength: 2 }) }),
-  outer: fc.oneof({ weight: 12, arbitrary: fc.constant<ExtraField[]>([]) }, { weight: 1, arbitrary: fc.array(extraArb, { minLength: 1, maxLength: 2 }) }),
-  mutations: fc.oneof({ weight: 6, arbitrary: fc.constant<Mutation[]>([]) }, { weight: 1, arbitrary: fc.array(mutationArb, { minLength: 1, maxLength: 3 }) }),
+  extras: fc.oneof(
+    { weight: 4, arbitrary: fc.constant<ExtraField[]>([]) },
+    { weight: 1, arbitrary: fc.array(extraArb, { minLength: 1, maxLength: 2 }) },
+  ),
+  outer: fc.oneof(
+    { weight: 12, arbitrary: fc.constant<ExtraField[]>([]) },
+    { weight: 1, arbitrary: fc.array(extraArb, { minLength: 1, maxLength: 2 }) },
+  ),
+  mutations: fc.oneof(
+    { weight: 6, arbitrary: fc.constant<Mutation[]>([]) },
+    { weight: 1, arbitrary: fc.array(mutationArb, { minLength: 1, maxLength: 3 }) },
+  ),
 });
 
 /** A length-delimited payload of raw bytes. */
@@ -118,7 +166,8 @@ function writeExtra(w: BinaryWriter, e: ExtraField): void {
   switch (e.t) {
     case "unknown":
     case "wrong-wire":
-      return scalar(e.no, e.wire);
+      scalar(e.no, e.wire);
+      return;
     case "invalid-utf8":
       len(w, e.no, new Uint8Array([0x61, 0xff, 0xfe]));
       return;
@@ -164,12 +213,17 @@ export function encodeBinaryBody(b: BinaryBody): Uint8Array {
 
 const bulkCache = new Map<number, Uint8Array>();
 /** Bulk binary bodies: thousands of messages, around the 32,768-token and 100,000-message limits (built once each). */
-export const bulkBinaryArb: fc.Arbitrary<{ what: string; body: Uint8Array }> = fc.constantFrom(1000, 8000, 10_923, 100_001).map((count) => {
-  let body = bulkCache.get(count);
-  if (!body) {
-    const params: ParamsInit = { maxTokens: 8n, messages: Array.from({ length: count }, () => ({ role: "user", content: count > 100_000 ? "" : "hi" })) };
-    body = toBinary(CreateChatCompletionRequestSchema, create(CreateChatCompletionRequestSchema, { params }));
-    bulkCache.set(count, body);
-  }
-  return { what: `${count} messages`, body };
-});
+export const bulkBinaryArb: fc.Arbitrary<{ what: string; body: Uint8Array }> = fc
+  .constantFrom(1000, 8000, 10_923, 100_001)
+  .map((count) => {
+    let body = bulkCache.get(count);
+    if (!body) {
+      const params: ParamsInit = {
+        maxTokens: 8n,
+        messages: Array.from({ length: count }, () => ({ role: "user", content: count > 100_000 ? "" : "hi" })),
+      };
+      body = toBinary(CreateChatCompletionRequestSchema, create(CreateChatCompletionRequestSchema, { params }));
+      bulkCache.set(count, body);
+    }
+    return { what: `${count} messages`, body };
+  });

@@ -1,7 +1,19 @@
 import { fromBinary, fromJsonString, toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import { CreateChatCompletionRequestSchema, type ChatParams } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
-import { depthOf, judgeCall, keyGate, KINDLESS, type CallModel, type FuzzReason, type KeyKind, type Outcome } from "./rules-oracle.ts";
+import {
+  CreateChatCompletionRequestSchema,
+  type ChatParams,
+} from "../../gen/sluice/completion/v1/completion_service_pb.ts";
+import {
+  depthOf,
+  judgeCall,
+  keyGate,
+  KINDLESS,
+  type CallModel,
+  type FuzzReason,
+  type KeyKind,
+  type Outcome,
+} from "./rules-oracle.ts";
 
 /**
  * The fuzz oracle for reading a chat body: the OpenAI wire shape at the HTTP edge, and the
@@ -42,34 +54,56 @@ const refuse = (): never => {
 };
 
 const str = (v: unknown): string | undefined => (nullish(v) ? undefined : typeof v === "string" ? v : refuse());
-const num = (v: unknown): number | undefined => (nullish(v) ? undefined : typeof v === "number" && Number.isFinite(v) ? v : refuse());
+const num = (v: unknown): number | undefined =>
+  nullish(v) ? undefined : typeof v === "number" && Number.isFinite(v) ? v : refuse();
 const bool = (v: unknown): boolean | undefined => (nullish(v) ? undefined : typeof v === "boolean" ? v : refuse());
 const safeInt = (v: unknown, lo = Number.MIN_SAFE_INTEGER, hi = Number.MAX_SAFE_INTEGER): number | undefined =>
   nullish(v) ? undefined : typeof v === "number" && Number.isSafeInteger(v) && v >= lo && v <= hi ? v : refuse();
 const jsonObject = (v: unknown): Record<string, unknown> => (isObject(v) && finiteJson(v) ? v : refuse());
 const objects = (v: unknown): unknown[] => (nullish(v) ? [] : Array.isArray(v) ? v.map(jsonObject) : refuse());
 /** SPEC: a max_tokens that is not a positive integer is no limit at all, never an error. */
-const maxTokens = (v: unknown): bigint | undefined => (typeof v === "number" && Number.isSafeInteger(v) && v > 0 ? BigInt(v) : undefined);
+const maxTokens = (v: unknown): bigint | undefined =>
+  typeof v === "number" && Number.isSafeInteger(v) && v > 0 ? BigInt(v) : undefined;
 
 function content(v: unknown): string {
   if (nullish(v)) return "";
   if (typeof v === "string") return v;
   if (!Array.isArray(v)) return refuse();
-  return v.map((part) => (isObject(part) && part.type === "text" && typeof part.text === "string" ? part.text : refuse())).join("\n");
+  return v
+    .map((part) => (isObject(part) && part.type === "text" && typeof part.text === "string" ? part.text : refuse()))
+    .join("\n");
 }
 
 function message(v: unknown): CallModel["messages"][number] {
   if (!isObject(v)) return refuse();
   const role = typeof v.role === "string" ? v.role : refuse();
-  return { role, content: content(v.content), name: str(v.name), toolCallId: str(v.tool_call_id), toolCalls: objects(v.tool_calls) };
+  return {
+    role,
+    content: content(v.content),
+    name: str(v.name),
+    toolCallId: str(v.tool_call_id),
+    toolCalls: objects(v.tool_calls),
+  };
 }
 
 /** Translates an edge body (already known to be an object) the way the OpenAI API types it. */
 export function edgeCall(b: Record<string, unknown>): CallModel | "invalid" {
   try {
-    const prompt = nullish(b.prompt) ? undefined : Array.isArray(b.prompt) ? b.prompt.map((p) => str(p) ?? refuse()).join("\n") : str(b.prompt);
-    const stop = nullish(b.stop) ? [] : Array.isArray(b.stop) ? b.stop.map((s) => str(s) ?? refuse()) : [str(b.stop) ?? refuse()];
-    const toolChoice = nullish(b.tool_choice) ? undefined : typeof b.tool_choice === "string" ? b.tool_choice : jsonObject(b.tool_choice);
+    const prompt = nullish(b.prompt)
+      ? undefined
+      : Array.isArray(b.prompt)
+        ? b.prompt.map((p) => str(p) ?? refuse()).join("\n")
+        : str(b.prompt);
+    const stop = nullish(b.stop)
+      ? []
+      : Array.isArray(b.stop)
+        ? b.stop.map((s) => str(s) ?? refuse())
+        : [str(b.stop) ?? refuse()];
+    const toolChoice = nullish(b.tool_choice)
+      ? undefined
+      : typeof b.tool_choice === "string"
+        ? b.tool_choice
+        : jsonObject(b.tool_choice);
     return {
       model: str(b.model) ?? "",
       messages: nullish(b.messages) ? [] : Array.isArray(b.messages) ? b.messages.map(message) : refuse(),
@@ -124,7 +158,13 @@ function valueJson(v: NonNullable<ChatParams["toolChoice"]>): unknown {
 export function callFromParams(p: ChatParams | undefined): CallModel {
   return {
     model: p?.model ?? "",
-    messages: (p?.messages ?? []).map((m) => ({ role: m.role, content: m.content, name: m.name, toolCallId: m.toolCallId, toolCalls: m.toolCalls })),
+    messages: (p?.messages ?? []).map((m) => ({
+      role: m.role,
+      content: m.content,
+      name: m.name,
+      toolCallId: m.toolCallId,
+      toolCalls: m.toolCalls,
+    })),
     prompt: p?.prompt,
     maxTokens: p?.maxTokens,
     temperature: p?.temperature,
@@ -148,7 +188,10 @@ export function callFromParams(p: ChatParams | undefined): CallModel {
  * Decodes a Connect unary request body as the core must: the params, or the reason it is
  * refused (`invalid_json_body`, `body_must_be_object`, `invalid_request_body`).
  */
-export function decodeConnect(format: "json" | "binary", body: Uint8Array): { params: ChatParams | undefined } | { refused: FuzzReason } {
+export function decodeConnect(
+  format: "json" | "binary",
+  body: Uint8Array,
+): { params: ChatParams | undefined } | { refused: FuzzReason } {
   if (format === "binary") {
     try {
       return { params: fromBinary(CreateChatCompletionRequestSchema, body).params };

@@ -9,12 +9,23 @@ import { createTokenizer } from "../../src/engines/tokenizer.ts";
 
 /** A catalogue reason a fuzz case can be answered with. */
 export type FuzzReason =
-  | "invalid_json_body" | "body_must_be_object" | "invalid_request_body"
-  | "missing_bearer_token" | "invalid_api_key" | "api_key_rate_limited"
-  | "onboarding_incomplete" | "model_not_found" | "input_too_large" | "not_found" | "method_not_allowed";
+  | "invalid_json_body"
+  | "body_must_be_object"
+  | "invalid_request_body"
+  | "missing_bearer_token"
+  | "invalid_api_key"
+  | "api_key_rate_limited"
+  | "onboarding_incomplete"
+  | "model_not_found"
+  | "input_too_large"
+  | "not_found"
+  | "method_not_allowed";
 
 /** README's catalogue, restated here so the fuzzer checks the implementation's table too. */
-export const CATALOGUE_ROWS: Record<FuzzReason, { http: number; connect: string; envelope: "detail" | { type: string } }> = {
+export const CATALOGUE_ROWS: Record<
+  FuzzReason,
+  { http: number; connect: string; envelope: "detail" | { type: string } }
+> = {
   invalid_json_body: { http: 400, connect: "invalid_argument", envelope: "detail" },
   body_must_be_object: { http: 400, connect: "invalid_argument", envelope: "detail" },
   invalid_request_body: { http: 400, connect: "invalid_argument", envelope: "detail" },
@@ -29,12 +40,26 @@ export const CATALOGUE_ROWS: Record<FuzzReason, { http: number; connect: string;
 };
 
 /** The keys a case can present; each has one documented place in the check order. */
-export type KeyKind = "good" | "missing" | "not-bearer" | "malformed" | "unknown" | "revoked" | "limited" | "unonboarded";
+export type KeyKind =
+  | "good"
+  | "missing"
+  | "not-bearer"
+  | "malformed"
+  | "unknown"
+  | "revoked"
+  | "limited"
+  | "unonboarded";
 
 /** A chat call after translation, in the core's terms: what the rules below judge. */
 export interface CallModel {
   model: string;
-  messages: Array<{ role: string; content: string; name?: string | undefined; toolCallId?: string | undefined; toolCalls: unknown[] }>;
+  messages: Array<{
+    role: string;
+    content: string;
+    name?: string | undefined;
+    toolCallId?: string | undefined;
+    toolCalls: unknown[];
+  }>;
   prompt?: string | undefined;
   maxTokens?: bigint | undefined;
   temperature?: number | undefined;
@@ -90,9 +115,12 @@ export function codePoints(s: string): number {
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const structOk = (v: unknown) => isObject(v) && depthOf(v, MAX_STRUCT_DEPTH) <= MAX_STRUCT_DEPTH;
-const within = (v: number | undefined, lo: number, hi: number) => v === undefined || (Number.isFinite(v) && v >= lo && v <= hi);
-const intWithin = (v: number | undefined, lo: number, hi: number) => v === undefined || (Number.isInteger(v) && v >= lo && v <= hi);
-const lengthWithin = (s: string | undefined, lo: number, hi: number) => s === undefined || (codePoints(s) >= lo && codePoints(s) <= hi);
+const within = (v: number | undefined, lo: number, hi: number) =>
+  v === undefined || (Number.isFinite(v) && v >= lo && v <= hi);
+const intWithin = (v: number | undefined, lo: number, hi: number) =>
+  v === undefined || (Number.isInteger(v) && v >= lo && v <= hi);
+const lengthWithin = (s: string | undefined, lo: number, hi: number) =>
+  s === undefined || (codePoints(s) >= lo && codePoints(s) <= hi);
 
 /** DESIGN step 5's field rules: ranges of the OpenAI API, refused rather than clamped (except max_tokens). */
 export function callIsValid(c: CallModel): boolean {
@@ -126,8 +154,14 @@ const tokenizer = createTokenizer();
  */
 export function promptTokenBounds(c: CallModel): { low: number; high: number; exact: () => number | undefined } {
   const messages = c.prompt === undefined ? c.messages : [{ role: "user", content: c.prompt, toolCalls: [] }];
-  const extras = [c.tools.length > 0 ? c.tools : undefined, c.toolChoice, c.responseFormat, ...messages.map((m) => (m.toolCalls.length > 0 ? m.toolCalls : undefined))]
-    .filter((e) => e !== undefined).map((e) => JSON.stringify(e));
+  const extras = [
+    c.tools.length > 0 ? c.tools : undefined,
+    c.toolChoice,
+    c.responseFormat,
+    ...messages.map((m) => (m.toolCalls.length > 0 ? m.toolCalls : undefined)),
+  ]
+    .filter((e) => e !== undefined)
+    .map((e) => JSON.stringify(e));
   const texts: string[] = [];
   let framing = 3;
   for (const m of messages) {
@@ -143,10 +177,19 @@ export function promptTokenBounds(c: CallModel): { low: number; high: number; ex
     if (t.length > 0) low += 1;
     high += Buffer.byteLength(t, "utf8");
   }
-  const exact = () => tokenizer.countMessages(
-    messages.map((m): EngineMessage => ({ role: m.role, content: m.content, ...(m.name !== undefined && { name: m.name }), ...(m.toolCallId !== undefined && { toolCallId: m.toolCallId }) })),
-    MAX_INPUT_TOKENS, extras,
-  );
+  const exact = () =>
+    tokenizer.countMessages(
+      messages.map(
+        (m): EngineMessage => ({
+          role: m.role,
+          content: m.content,
+          ...(m.name !== undefined && { name: m.name }),
+          ...(m.toolCallId !== undefined && { toolCallId: m.toolCallId }),
+        }),
+      ),
+      MAX_INPUT_TOKENS,
+      extras,
+    );
   return { low, high, exact };
 }
 
@@ -167,7 +210,10 @@ export function judgeCall(c: CallModel | "invalid", key: KeyKind): Outcome {
     if (exact === undefined) return { kind: "error", reason: "input_too_large" };
     range = [exact, exact];
   }
-  const max = c.maxTokens === undefined || c.maxTokens <= 0n || c.maxTokens > BigInt(MAX_TOKENS_CEILING) ? MAX_TOKENS_CEILING : Number(c.maxTokens);
+  const max =
+    c.maxTokens === undefined || c.maxTokens <= 0n || c.maxTokens > BigInt(MAX_TOKENS_CEILING)
+      ? MAX_TOKENS_CEILING
+      : Number(c.maxTokens);
   return { kind: "ok", stream: c.stream, n: c.n ?? 1, maxTokens: max, promptTokens: range };
 }
 
@@ -178,7 +224,8 @@ export function judgeCall(c: CallModel | "invalid", key: KeyKind): Outcome {
 export function keyGate(key: KeyKind, declaredTooLarge = false): Outcome | undefined {
   if (key === "missing" || key === "not-bearer") return { kind: "error", reason: "missing_bearer_token" };
   if (declaredTooLarge) return { kind: "plain-413" };
-  if (key === "malformed" || key === "unknown" || key === "revoked") return { kind: "error", reason: "invalid_api_key" };
+  if (key === "malformed" || key === "unknown" || key === "revoked")
+    return { kind: "error", reason: "invalid_api_key" };
   if (key === "limited") return { kind: "error", reason: "api_key_rate_limited" };
   return undefined;
 }

@@ -32,14 +32,22 @@ export interface FuzzTarget {
  * fuzzer never reaches and a cap it never spends, a key whose one request is used up, a key
  * of an account that has not finished onboarding, a revoked key and a never-issued one.
  */
-export async function prepareTarget(app: { edgeUrl: string; coreUrl: string }, admin: Client<typeof AdminService>, adminHeaders: Record<string, string>): Promise<FuzzTarget> {
+export async function prepareTarget(
+  app: { edgeUrl: string; coreUrl: string },
+  admin: Client<typeof AdminService>,
+  adminHeaders: Record<string, string>,
+): Promise<FuzzTarget> {
   const opts = { headers: adminHeaders };
   const account = async (onboardingComplete: boolean) => {
-    const { account: a } = await admin.createAccount({ onboardingComplete, ...(onboardingComplete && { spendCapUsdMicros: 1_000_000_000_000_000n }) }, opts);
+    const { account: a } = await admin.createAccount(
+      { onboardingComplete, ...(onboardingComplete && { spendCapUsdMicros: 1_000_000_000_000_000n }) },
+      opts,
+    );
     if (!a) throw new Error("no account");
     return a.id;
   };
-  const key = async (accountId: string, rateLimitRps: number, burst: number) => admin.createApiKey({ accountId, rateLimitRps, burst }, opts);
+  const key = async (accountId: string, rateLimitRps: number, burst: number) =>
+    admin.createApiKey({ accountId, rateLimitRps, burst }, opts);
   const good = await account(true);
   const unonboarded = await account(false);
   const revoked = await key(good, 10, 10);
@@ -54,13 +62,20 @@ export async function prepareTarget(app: { edgeUrl: string; coreUrl: string }, a
   // Spend the limited key's only request, so every later one is over the limit.
   const first = await fetch(`${app.edgeUrl}/v1/me`, { headers: { authorization: `Bearer ${secrets.limited}` } });
   if (first.status !== 200) throw new Error(`could not spend the limited key: ${first.status}`);
-  return { edgeUrl: app.edgeUrl, coreUrl: app.coreUrl, secrets, accountIds: { good, unonboarded }, h2: new H2Client(app.coreUrl) };
+  return {
+    edgeUrl: app.edgeUrl,
+    coreUrl: app.coreUrl,
+    secrets,
+    accountIds: { good, unonboarded },
+    h2: new H2Client(app.coreUrl),
+  };
 }
 
 /** Records what the process reports that no request did: unhandled rejections, uncaught exceptions. */
 export function installProcessGuard(): { problems: string[]; dispose(): void } {
   const problems: string[] = [];
-  const onRejection = (reason: unknown) => problems.push(`unhandledRejection: ${reason instanceof Error ? reason.stack : String(reason)}`);
+  const onRejection = (reason: unknown) =>
+    problems.push(`unhandledRejection: ${reason instanceof Error ? reason.stack : String(reason)}`);
   const onException = (err: Error) => problems.push(`uncaughtException: ${err.stack ?? err.message}`);
   process.on("unhandledRejection", onRejection);
   process.on("uncaughtException", onException);
@@ -95,9 +110,16 @@ export async function runCase(t: FuzzTarget, c: FuzzCase): Promise<string> {
       return "node dropped";
     }
     const [reply, ...more] = raw.replies;
-    if (!reply) throw new Mismatch(`no reply${raw.timedOut ? " (timed out)" : ""}; got ${JSON.stringify(raw.rest.toString("latin1").slice(0, 300))}`);
+    if (!reply)
+      throw new Mismatch(
+        `no reply${raw.timedOut ? " (timed out)" : ""}; got ${JSON.stringify(raw.rest.toString("latin1").slice(0, 300))}`,
+      );
     if (more.length > 0) throw new Mismatch(`more than one reply: ${more.map(signatureOf).join(", ")}`);
-    checkEdgeReply(expect.outcome, reply, { requestId: expect.requestId, path: "/v1/chat/completions", accountIds: t.accountIds });
+    checkEdgeReply(expect.outcome, reply, {
+      requestId: expect.requestId,
+      path: "/v1/chat/completions",
+      accountIds: t.accountIds,
+    });
     return signatureOf(reply);
   }
   let reply: Reply;
@@ -105,14 +127,23 @@ export async function runCase(t: FuzzTarget, c: FuzzCase): Promise<string> {
   if (c.kind === "edge-route") {
     const route = (c.path.split("?")[0] ?? "").replace(/(.)\/+$/, "$1");
     const allowed = route === "/v1/me" ? "GET" : route === "/v1/chat/completions" ? "POST" : undefined;
-    outcome = allowed === undefined ? { kind: "error", reason: "not_found" } : c.method !== allowed ? { kind: "error", reason: "method_not_allowed" } : meOutcome(c.auth.key);
+    outcome =
+      allowed === undefined
+        ? { kind: "error", reason: "not_found" }
+        : c.method !== allowed
+          ? { kind: "error", reason: "method_not_allowed" }
+          : meOutcome(c.auth.key);
     reply = await fetchExchange(`${t.edgeUrl}${c.path}`, { method: c.method, headers: headersOf(auth, c.requestId) });
     checkEdgeReply(outcome, reply, { requestId: c.requestId, path: route, accountIds: t.accountIds });
     return signatureOf(reply);
   }
   if (!("format" in c)) {
     outcome = edgeChatOutcome(c.auth.key, c.body);
-    reply = await fetchExchange(`${t.edgeUrl}/v1/chat/completions`, { method: "POST", headers: headersOf(auth, c.requestId, { "content-type": "application/json" }), body: c.body });
+    reply = await fetchExchange(`${t.edgeUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: headersOf(auth, c.requestId, { "content-type": "application/json" }),
+      body: c.body,
+    });
     checkEdgeReply(outcome, reply, { requestId: c.requestId, path: "/v1/chat/completions", accountIds: t.accountIds });
     return signatureOf(reply);
   }
@@ -121,7 +152,11 @@ export async function runCase(t: FuzzTarget, c: FuzzCase): Promise<string> {
   const dropped = auth !== undefined && /^[ \t]|[ \t]$/.test(auth);
   outcome = connectChatOutcome(dropped ? "missing" : c.auth.key, c.format, c.body);
   const contentType = c.format === "json" ? "application/json" : "application/proto";
-  reply = await t.h2.request("/sluice.completion.v1.CompletionService/CreateChatCompletion", headersOf(auth, undefined, { "content-type": contentType, "connect-protocol-version": "1" }), c.body);
+  reply = await t.h2.request(
+    "/sluice.completion.v1.CompletionService/CreateChatCompletion",
+    headersOf(auth, undefined, { "content-type": contentType, "connect-protocol-version": "1" }),
+    c.body,
+  );
   checkConnectReply(outcome, c.format, reply);
   return `connect ${signatureOf(reply)}`;
 }
@@ -151,7 +186,13 @@ const bump = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1
  * `stats` and the run continues (the survey of `npm run fuzz`); without it, the property
  * fails and fast-check shrinks.
  */
-export function fuzzProperty(t: FuzzTarget, family: Family, guard: { problems: string[] }, stats: FuzzStats, options: { keepGoing: boolean; aliveEvery?: number; onCase?: () => void; only?: (c: FuzzCase) => boolean }) {
+export function fuzzProperty(
+  t: FuzzTarget,
+  family: Family,
+  guard: { problems: string[] },
+  stats: FuzzStats,
+  options: { keepGoing: boolean; aliveEvery?: number; onCase?: () => void; only?: (c: FuzzCase) => boolean },
+) {
   const aliveEvery = options.aliveEvery ?? 100;
   const cases = options.only ? caseArb(family).filter(options.only) : caseArb(family);
   return fc.asyncProperty(cases, async (c) => {
@@ -162,7 +203,8 @@ export function fuzzProperty(t: FuzzTarget, family: Family, guard: { problems: s
     try {
       bump(stats.byKind, kind);
       bump(stats.byAnswer, await runCase(t, c));
-      if (guard.problems.length > before) throw new Mismatch(`the process reported: ${guard.problems.slice(before).join("\n")}`);
+      if (guard.problems.length > before)
+        throw new Mismatch(`the process reported: ${guard.problems.slice(before).join("\n")}`);
       if ((index + 1) % aliveEvery === 0) await checkAlive(t);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
@@ -177,7 +219,14 @@ export function fuzzProperty(t: FuzzTarget, family: Family, guard: { problems: s
 }
 
 /** Whether a case is a Connect call whose body decodes as a `CreateChatCompletionRequest`. */
-export const decodableOnCore = (c: FuzzCase): boolean => "format" in c && !("refused" in decodeConnect(c.format, c.body));
+export const decodableOnCore = (c: FuzzCase): boolean =>
+  "format" in c && !("refused" in decodeConnect(c.format, c.body));
 
 /** Fresh, empty counts. */
-export const newStats = (): FuzzStats => ({ done: 0, failures: [], byKind: new Map(), byAnswer: new Map(), msByKind: new Map() });
+export const newStats = (): FuzzStats => ({
+  done: 0,
+  failures: [],
+  byKind: new Map(),
+  byAnswer: new Map(),
+  msByKind: new Map(),
+});

@@ -20,7 +20,10 @@ export interface Reply {
 export const header = (r: Reply, name: string): string | undefined => r.headers.find(([k]) => k === name)?.[1];
 
 /** Sends one request with fetch; `body` undefined for a GET. */
-export async function fetchExchange(url: string, init: { method: string; headers: Record<string, string>; body?: Uint8Array | undefined; timeoutMs?: number }): Promise<Reply> {
+export async function fetchExchange(
+  url: string,
+  init: { method: string; headers: Record<string, string>; body?: Uint8Array | undefined; timeoutMs?: number },
+): Promise<Reply> {
   const res = await fetch(url, {
     method: init.method,
     headers: init.headers,
@@ -30,7 +33,7 @@ export async function fetchExchange(url: string, init: { method: string; headers
   });
   const body = Buffer.from(await res.arrayBuffer());
   const headers: Array<[string, string]> = [];
-  res.headers.forEach((v, k) => headers.push([k, v]));
+  for (const [k, v] of res.headers) headers.push([k, v]);
   return { status: res.status, reason: res.statusText, headers, body };
 }
 
@@ -73,7 +76,10 @@ export function parseReplies(buf: Buffer, closed: boolean): { replies: Reply[]; 
     const [statusLine = "", ...lines] = buf.subarray(at, headEnd).toString("latin1").split("\r\n");
     const m = /^HTTP\/1\.[01] (\d{3}) ?(.*)$/.exec(statusLine);
     if (!m) break;
-    const headers = lines.map((l): [string, string] => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]);
+    const headers = lines.map((l): [string, string] => [
+      l.slice(0, l.indexOf(":")).trim().toLowerCase(),
+      l.slice(l.indexOf(":") + 1).trim(),
+    ]);
     const te = headers.find(([k]) => k === "transfer-encoding")?.[1];
     const cl = headers.find(([k]) => k === "content-length")?.[1];
     let body: Buffer;
@@ -103,7 +109,10 @@ export function parseReplies(buf: Buffer, closed: boolean): { replies: Reply[]; 
  * reads until the server closes; `"hold"` keeps the connection open and stops at the first
  * complete response, which is how a declared-but-unsent body is answered.
  */
-export function rawExchange(port: number, plan: { head: Buffer; body: Buffer; writes: "whole" | "bytewise"; finish: "end" | "hold"; timeoutMs?: number }): Promise<RawResult> {
+export function rawExchange(
+  port: number,
+  plan: { head: Buffer; body: Buffer; writes: "whole" | "bytewise"; finish: "end" | "hold"; timeoutMs?: number },
+): Promise<RawResult> {
   return new Promise((resolve) => {
     const socket = connect(port, "127.0.0.1");
     socket.setNoDelay(true);
@@ -135,16 +144,18 @@ export function rawExchange(port: number, plan: { head: Buffer; body: Buffer; wr
       done();
     });
     socket.on("close", done);
-    const write = (chunk: Buffer) => new Promise<void>((ok) => {
-      if (socket.destroyed) return ok();
-      socket.write(chunk, () => ok());
-    });
+    const write = (chunk: Buffer) =>
+      new Promise<void>((ok) => {
+        if (socket.destroyed) return ok();
+        socket.write(chunk, () => ok());
+      });
     void (async () => {
       if (plan.writes === "whole") {
         await write(Buffer.concat([plan.head, plan.body]));
       } else {
         await write(plan.head);
-        for (let i = 0; i < plan.body.length && !socket.destroyed && !settled; i++) await write(plan.body.subarray(i, i + 1));
+        for (let i = 0; i < plan.body.length && !socket.destroyed && !settled; i++)
+          await write(plan.body.subarray(i, i + 1));
       }
       if (plan.finish === "end" && !socket.destroyed) socket.end();
     })();
@@ -192,7 +203,9 @@ export class H2Client {
       }, timeoutMs);
       stream.on("response", (h) => {
         reply.status = Number(h[":status"]);
-        for (const [k, v] of Object.entries(h)) if (!k.startsWith(":") && v !== undefined) reply.headers.push([k, Array.isArray(v) ? v.join(", ") : String(v)]);
+        for (const [k, v] of Object.entries(h))
+          if (!k.startsWith(":") && v !== undefined)
+            reply.headers.push([k, Array.isArray(v) ? v.join(", ") : String(v)]);
       });
       stream.on("data", (d: Buffer) => chunks.push(d));
       stream.on("error", (err) => {

@@ -2,7 +2,11 @@ import { chunksOf, parseSse, type ChunkJson } from "./sse.ts";
 import { tryJson } from "./http.ts";
 
 /** Token usage as the edge reports it. */
-export interface WireUsage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+export interface WireUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
 
 /**
  * What one chat call ended as, classified so a load test can account for every call:
@@ -20,7 +24,10 @@ export type ChatOutcome =
 export function chatBody(i: number, stream: boolean, maxTokens: number | undefined): Record<string, unknown> {
   return {
     messages: [
-      { role: "system", content: `Note ${i}: rivers carry water to the sea. Mountains are tall. Deserts are dry and hot in summer.` },
+      {
+        role: "system",
+        content: `Note ${i}: rivers carry water to the sea. Mountains are tall. Deserts are dry and hot in summer.`,
+      },
       { role: "user", content: `Question ${i}: where do rivers carry water, and what are deserts like?` },
     ],
     ...(stream && { stream: true }),
@@ -29,11 +36,14 @@ export function chatBody(i: number, stream: boolean, maxTokens: number | undefin
 }
 
 const isUsage = (u: unknown): u is WireUsage =>
-  typeof u === "object" && u !== null && typeof (u as WireUsage).prompt_tokens === "number" && typeof (u as WireUsage).completion_tokens === "number";
+  typeof u === "object" &&
+  u !== null &&
+  typeof (u as WireUsage).prompt_tokens === "number" &&
+  typeof (u as WireUsage).completion_tokens === "number";
 
 /** Classifies a whole SSE body. */
 function classifySse(text: string): ChatOutcome {
-  let frames;
+  let frames: ReturnType<typeof parseSse>;
   try {
     frames = parseSse(text);
   } catch (err) {
@@ -50,14 +60,16 @@ function classifySse(text: string): ChatOutcome {
   const content = chunks.filter((c) => c.choices.length > 0).length;
   if (errorFrame) {
     const code = (tryJson(errorFrame.data ?? "") as { code?: unknown } | undefined)?.code;
-    if (code !== "spend_cap_exceeded" || last !== errorFrame) return { kind: "other", status: 200, detail: `error event: ${text.slice(-300)}` };
+    if (code !== "spend_cap_exceeded" || last !== errorFrame)
+      return { kind: "other", status: 200, detail: `error event: ${text.slice(-300)}` };
     return { kind: "sse-abort", id: chunks[0]?.id, contentChunks: content };
   }
   const usageChunk = chunks.at(-1);
   if (last?.data !== "[DONE]" || !usageChunk || usageChunk.choices.length !== 0 || !isUsage(usageChunk.usage)) {
     return { kind: "other", status: 200, detail: `stream without usage and [DONE]: ${text.slice(-300)}` };
   }
-  if (chunks.some((c) => c.id !== usageChunk.id)) return { kind: "other", status: 200, detail: "chunk ids differ within one stream" };
+  if (chunks.some((c) => c.id !== usageChunk.id))
+    return { kind: "other", status: 200, detail: "chunk ids differ within one stream" };
   return { kind: "sse-done", id: usageChunk.id, usage: usageChunk.usage, contentChunks: content };
 }
 
@@ -78,7 +90,8 @@ export async function chatOnce(edgeUrl: string, apiKey: string, body: Record<str
     if (res.status !== 200) return { kind: "other", status: res.status, detail: text.slice(0, 300) };
     if ((res.headers.get("content-type") ?? "").startsWith("text/event-stream")) return classifySse(text);
     const json = tryJson(text) as { id?: unknown; usage?: unknown } | undefined;
-    if (typeof json?.id !== "string" || !isUsage(json.usage)) return { kind: "other", status: 200, detail: `bad JSON: ${text.slice(0, 300)}` };
+    if (typeof json?.id !== "string" || !isUsage(json.usage))
+      return { kind: "other", status: 200, detail: `bad JSON: ${text.slice(0, 300)}` };
     return { kind: "json", id: json.id, usage: json.usage };
   } catch (err) {
     return { kind: "other", status: 0, detail: `fetch failed: ${String(err)}` };

@@ -23,10 +23,16 @@ function exited(child: ChildProcess): boolean {
 
 /** Spawns the child app with `env` on top of the current environment and waits for its URLs. */
 export async function startChildApp(env: Record<string, string>, timeoutMs = 20_000): Promise<ChildApp> {
-  const child = spawn(process.execPath, [ENTRY], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [ENTRY], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
-  child.stderr?.on("data", (d: Buffer) => { stderr += d.toString(); });
+  child.stderr?.on("data", (d: Buffer) => {
+    stderr += d.toString();
+  });
   const gone = new Promise<void>((resolve) => child.once("exit", () => resolve()));
 
   const kill = async (signal: NodeJS.Signals) => {
@@ -37,15 +43,22 @@ export async function startChildApp(env: Record<string, string>, timeoutMs = 20_
 
   try {
     const urls = await new Promise<{ edgeUrl: string; coreUrl: string }>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`child app did not start within ${timeoutMs} ms; stderr:\n${stderr}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`child app did not start within ${timeoutMs} ms; stderr:\n${stderr}`)),
+        timeoutMs,
+      );
       child.stdout?.on("data", (d: Buffer) => {
         stdout += d.toString();
-        const line = stdout.split("\n").slice(0, -1).find((l) => l.startsWith("{"));
+        const line = stdout
+          .split("\n")
+          .slice(0, -1)
+          .find((l) => l.startsWith("{"));
         if (line === undefined) return;
         clearTimeout(timer);
         try {
           const parsed = JSON.parse(line) as { edgeUrl?: unknown; coreUrl?: unknown };
-          if (typeof parsed.edgeUrl !== "string" || typeof parsed.coreUrl !== "string") throw new Error(`bad start line: ${line}`);
+          if (typeof parsed.edgeUrl !== "string" || typeof parsed.coreUrl !== "string")
+            throw new Error(`bad start line: ${line}`);
           resolve({ edgeUrl: parsed.edgeUrl, coreUrl: parsed.coreUrl });
         } catch (err) {
           reject(err instanceof Error ? err : new Error(String(err)));

@@ -50,7 +50,9 @@ export function scriptedEngine(options: ScriptedEngineOptions = {}): Engine & { 
   const probe: EngineProbe = {
     calls: 0,
     signals: [],
-    started: new Promise<void>((resolve) => { markStarted = resolve; }),
+    started: new Promise<void>((resolve) => {
+      markStarted = resolve;
+    }),
   };
   async function* generate(_request: EngineRequest, signal: AbortSignal): AsyncGenerator<EngineEvent> {
     probe.calls++;
@@ -89,15 +91,24 @@ export function registryWith(models: TestModel[]): ModelRegistry {
   const extractive = createExtractiveEngine({ tokenizer: createTokenizer() });
   const byName = new Map(models.map((m) => [m.name, m.engine]));
   const entries: ModelEntry[] = [
-    { name: "service-extract", engine: "extractive", inputUsdMicrosPerMillion: 1_000_000, outputUsdMicrosPerMillion: 2_000_000, free: false, tokenizer: "o200k_base" },
-    ...models.map((m): ModelEntry => ({
-      name: m.name,
+    {
+      name: "service-extract",
       engine: "extractive",
-      inputUsdMicrosPerMillion: m.inputUsdMicrosPerMillion ?? 1_000_000,
-      outputUsdMicrosPerMillion: m.outputUsdMicrosPerMillion ?? 2_000_000,
+      inputUsdMicrosPerMillion: 1_000_000,
+      outputUsdMicrosPerMillion: 2_000_000,
       free: false,
       tokenizer: "o200k_base",
-    })),
+    },
+    ...models.map(
+      (m): ModelEntry => ({
+        name: m.name,
+        engine: "extractive",
+        inputUsdMicrosPerMillion: m.inputUsdMicrosPerMillion ?? 1_000_000,
+        outputUsdMicrosPerMillion: m.outputUsdMicrosPerMillion ?? 2_000_000,
+        free: false,
+        tokenizer: "o200k_base",
+      }),
+    ),
   ];
   return createModelRegistry(entries, (entry) => byName.get(entry.name) ?? extractive);
 }

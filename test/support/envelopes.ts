@@ -13,7 +13,10 @@ export function expectDetail(reply: Reply, status: number, code: string): void {
 
 /** Asserts SPEC's structured envelope with every field, `reason` equal to `code`. */
 export function expectStructured(reply: Reply, status: number, code: string, type: string): void {
-  expect({ status: reply.status, code: (reply.json as { error?: { code?: unknown } } | undefined)?.error?.code }).toEqual({ status, code });
+  expect({
+    status: reply.status,
+    code: (reply.json as { error?: { code?: unknown } } | undefined)?.error?.code,
+  }).toEqual({ status, code });
   const body = asRecord(reply.json);
   expect(Object.keys(body)).toEqual(["error"]);
   const error = asRecord(body.error);
@@ -52,7 +55,10 @@ export function secondsToNextUtcMonth(nowMs = Date.now()): number {
 }
 
 /** An account's money in the current period, from the Admin API. */
-export async function balanceOf(app: TestApp, accountId: string): Promise<{ spent: bigint; reserved: bigint; cap: bigint | undefined }> {
+export async function balanceOf(
+  app: TestApp,
+  accountId: string,
+): Promise<{ spent: bigint; reserved: bigint; cap: bigint | undefined }> {
   const { account } = await app.admin.getAccount({ accountId }, { headers: app.adminHeaders });
   if (!account) throw new Error("no account");
   return { spent: account.spentUsdMicros, reserved: account.reservedUsdMicros, cap: account.spendCapUsdMicros };
@@ -63,7 +69,10 @@ export async function usageRecordsOf(app: TestApp, accountId: string) {
   const out = [];
   let pageToken = "";
   do {
-    const page = await app.admin.listUsageRecords({ accountId, pageSize: 1000, pageToken }, { headers: app.adminHeaders });
+    const page = await app.admin.listUsageRecords(
+      { accountId, pageSize: 1000, pageToken },
+      { headers: app.adminHeaders },
+    );
     out.push(...page.usageRecords);
     pageToken = page.nextPageToken;
   } while (pageToken !== "");

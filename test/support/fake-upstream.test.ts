@@ -1,19 +1,30 @@
 import OpenAI, { APIError, AuthenticationError, BadRequestError, InternalServerError, RateLimitError } from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { FAKE_UPSTREAM_MODEL, PROMPT_OVERHEAD_TOKENS, startFakeUpstream, UPSTREAM_SECRETS, type FakeUpstream } from "./fake-upstream.ts";
+import {
+  FAKE_UPSTREAM_MODEL,
+  PROMPT_OVERHEAD_TOKENS,
+  startFakeUpstream,
+  UPSTREAM_SECRETS,
+  type FakeUpstream,
+} from "./fake-upstream.ts";
 
 /** The fake upstream itself, driven by plain fetch and by the official `openai` client. */
 let up: FakeUpstream;
 const MODEL = "my-model";
 const USER = "hello there my friend";
 const ANSWER = `Echo: ${USER}`;
-const messages = [{ role: "system" as const, content: "be brief" }, { role: "user" as const, content: USER }];
+const messages = [
+  { role: "system" as const, content: "be brief" },
+  { role: "user" as const, content: USER },
+];
 const PROMPT_TOKENS = 2 + 4 + PROMPT_OVERHEAD_TOKENS;
 
 const sdk = (apiKey = "x") => new OpenAI({ baseURL: up.url, apiKey, maxRetries: 0, timeout: 5_000 });
 
-interface ErrorJson { error: { message: string; type: string; code: string | null } }
+interface ErrorJson {
+  error: { message: string; type: string; code: string | null };
+}
 
 function postChat(body: object, init: RequestInit = {}): Promise<Response> {
   return fetch(`${up.url}/chat/completions`, {
@@ -27,15 +38,20 @@ function postChat(body: object, init: RequestInit = {}): Promise<Response> {
 /** Every `data:` payload of a complete SSE body, in order. */
 function sseData(text: string): string[] {
   expect(text.endsWith("\n\n")).toBe(true);
-  return text.slice(0, -2).split("\n\n").map((frame) => {
-    expect(frame.startsWith("data: ")).toBe(true);
-    return frame.slice("data: ".length);
-  });
+  return text
+    .slice(0, -2)
+    .split("\n\n")
+    .map((frame) => {
+      expect(frame.startsWith("data: ")).toBe(true);
+      return frame.slice("data: ".length);
+    });
 }
 
 async function sdkStream(includeUsage: boolean, maxTokens?: number): Promise<ChatCompletionChunk[]> {
   const stream = await sdk().chat.completions.create({
-    model: MODEL, messages, stream: true,
+    model: MODEL,
+    messages,
+    stream: true,
     ...(includeUsage ? { stream_options: { include_usage: true } } : {}),
     ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }),
   });
@@ -60,9 +76,15 @@ async function readFrames(res: Response, count: number): Promise<string> {
   return text;
 }
 
-beforeAll(async () => { up = await startFakeUpstream(); });
-afterEach(() => { up.reset(); });
-afterAll(async () => { await up?.close(); });
+beforeAll(async () => {
+  up = await startFakeUpstream();
+});
+afterEach(() => {
+  up.reset();
+});
+afterAll(async () => {
+  await up?.close();
+});
 
 describe("fake upstream: normal answers", () => {
   it("lists its model at GET /v1/models", async () => {
@@ -80,10 +102,26 @@ describe("fake upstream: normal answers", () => {
     expect(completion.object).toBe("chat.completion");
     expect(completion.model).toBe(MODEL);
     expect(typeof completion.created).toBe("number");
-    expect(completion.choices).toEqual([expect.objectContaining({ index: 0, message: expect.objectContaining({ role: "assistant", content: ANSWER }), finish_reason: "stop" })]);
-    expect(completion.usage).toEqual({ prompt_tokens: PROMPT_TOKENS, completion_tokens: 5, total_tokens: PROMPT_TOKENS + 5 });
+    expect(completion.choices).toEqual([
+      expect.objectContaining({
+        index: 0,
+        message: expect.objectContaining({ role: "assistant", content: ANSWER }),
+        finish_reason: "stop",
+      }),
+    ]);
+    expect(completion.usage).toEqual({
+      prompt_tokens: PROMPT_TOKENS,
+      completion_tokens: 5,
+      total_tokens: PROMPT_TOKENS + 5,
+    });
     const rec = await up.waitForRequest(0);
-    expect(rec).toMatchObject({ method: "POST", path: "/v1/chat/completions", aborted: false, finished: true, mode: "ok" });
+    expect(rec).toMatchObject({
+      method: "POST",
+      path: "/v1/chat/completions",
+      aborted: false,
+      finished: true,
+      mode: "ok",
+    });
     expect(rec.headers.authorization).toBe("Bearer x");
     expect(rec.headers["content-type"]).toContain("application/json");
     expect(rec.body).toMatchObject({ model: MODEL, messages });
@@ -106,7 +144,13 @@ describe("fake upstream: normal answers", () => {
     const chunks = await sdkStream(false);
     expect(chunks[0]?.choices[0]?.delta.role).toBe("assistant");
     expect(chunks.map((c) => c.object)).toEqual(chunks.map(() => "chat.completion.chunk"));
-    expect(chunks.slice(1, -1).map((c) => c.choices[0]?.delta.content)).toEqual(["Echo:", " hello", " there", " my", " friend"]);
+    expect(chunks.slice(1, -1).map((c) => c.choices[0]?.delta.content)).toEqual([
+      "Echo:",
+      " hello",
+      " there",
+      " my",
+      " friend",
+    ]);
     expect(contentOf(chunks)).toBe(ANSWER);
     expect(chunks.at(-1)?.choices[0]).toMatchObject({ delta: {}, finish_reason: "stop" });
     expect(chunks.some((c) => c.usage)).toBe(false);
@@ -117,7 +161,11 @@ describe("fake upstream: normal answers", () => {
     const chunks = await sdkStream(true);
     const last = chunks.at(-1);
     expect(last?.choices).toEqual([]);
-    expect(last?.usage).toEqual({ prompt_tokens: PROMPT_TOKENS, completion_tokens: 5, total_tokens: PROMPT_TOKENS + 5 });
+    expect(last?.usage).toEqual({
+      prompt_tokens: PROMPT_TOKENS,
+      completion_tokens: 5,
+      total_tokens: PROMPT_TOKENS + 5,
+    });
     expect(chunks.filter((c) => c.usage).length).toBe(1);
     const res = await postChat({ stream: true, stream_options: { include_usage: true } });
     expect(res.headers.get("content-type")).toBe("text/event-stream");
@@ -159,14 +207,20 @@ describe("fake upstream: errors", () => {
     expect(typeof body.error.type).toBe("string");
     expect(typeof body.error.code).toBe("string");
     for (const secret of UPSTREAM_SECRETS) expect(body.error.message).toContain(secret);
-    const failure = await sdk().chat.completions.create({ model: MODEL, messages }).catch((e: unknown) => e);
+    const failure = await sdk()
+      .chat.completions.create({ model: MODEL, messages })
+      .catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(ErrorClass);
     expect(failure instanceof APIError ? failure.status : undefined).toBe(status);
   });
 
   it("behave picks the mode per request: first fails, second succeeds", async () => {
     const seen: number[] = [];
-    up.behave = (n, body) => { seen.push(n); expect(body.model).toBe(MODEL); return n === 0 ? "status-500" : "ok"; };
+    up.behave = (n, body) => {
+      seen.push(n);
+      expect(body.model).toBe(MODEL);
+      return n === 0 ? "status-500" : "ok";
+    };
     expect((await postChat({})).status).toBe(500);
     expect((await postChat({})).status).toBe(200);
     expect(seen).toEqual([0, 1]);
@@ -187,7 +241,11 @@ describe("fake upstream: errors", () => {
     const controller = new AbortController();
     const res = await postChat({ stream: true }, { signal: controller.signal });
     const text = await readFrames(res, 3);
-    expect(sseData(text).map((d) => JSON.parse(d) as ChatCompletionChunk).map((c) => c.choices[0]?.delta.content)).toEqual(["", "Echo:", " hello"]);
+    expect(
+      sseData(text)
+        .map((d) => JSON.parse(d) as ChatCompletionChunk)
+        .map((c) => c.choices[0]?.delta.content),
+    ).toEqual(["", "Echo:", " hello"]);
     await new Promise((r) => setTimeout(r, 200));
     expect(up.inFlight()).toBe(1);
     expect(up.requests[0]?.aborted).toBe(false);
@@ -199,7 +257,8 @@ describe("fake upstream: errors", () => {
     up.mode = "die-mid-stream";
     const got: string[] = [];
     const failure = await (async () => {
-      for await (const chunk of await sdk().chat.completions.create({ model: MODEL, messages, stream: true })) got.push(chunk.choices[0]?.delta.content ?? "");
+      for await (const chunk of await sdk().chat.completions.create({ model: MODEL, messages, stream: true }))
+        got.push(chunk.choices[0]?.delta.content ?? "");
     })().catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(Error);
     expect(got).toEqual(["", "Echo:", " hello"]);
@@ -255,7 +314,11 @@ describe("fake upstream: going down and auth", () => {
       await expect(bad.chat.completions.create({ model: MODEL, messages })).rejects.toBeInstanceOf(AuthenticationError);
       const good = new OpenAI({ baseURL: guarded.url, apiKey: "sk-good", maxRetries: 0 });
       expect((await good.chat.completions.create({ model: MODEL, messages })).choices[0]?.message.content).toBe(ANSWER);
-      expect(guarded.requests.map((r) => r.headers.authorization)).toEqual([undefined, "Bearer sk-bad", "Bearer sk-good"]);
+      expect(guarded.requests.map((r) => r.headers.authorization)).toEqual([
+        undefined,
+        "Bearer sk-bad",
+        "Bearer sk-good",
+      ]);
     } finally {
       await guarded.close();
     }

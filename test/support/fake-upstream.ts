@@ -9,8 +9,14 @@ import { setTimeout as sleep } from "node:timers/promises";
 
 /** How the server answers `POST /v1/chat/completions`. `GET /v1/models` always answers normally. */
 export type FakeUpstreamMode =
-  | "ok" | "no-usage" | "stall-before-headers" | "stall-mid-stream" | "die-mid-stream"
-  | "status-429" | "status-500" | "status-400";
+  | "ok"
+  | "no-usage"
+  | "stall-before-headers"
+  | "stall-mid-stream"
+  | "die-mid-stream"
+  | "status-429"
+  | "status-500"
+  | "status-400";
 
 /** The one model `GET /v1/models` lists (any requested model is accepted and echoed). */
 export const FAKE_UPSTREAM_MODEL = "meta-llama/Llama-3.1-8B-Instruct";
@@ -80,8 +86,15 @@ export interface FakeUpstream {
   close(): Promise<void>;
 }
 
-interface Answer { words: string[]; finish: "stop" | "length"; promptTokens: number }
-interface Live { res: ServerResponse; serverKilled: boolean }
+interface Answer {
+  words: string[];
+  finish: "stop" | "length";
+  promptTokens: number;
+}
+interface Live {
+  res: ServerResponse;
+  serverKilled: boolean;
+}
 
 const ERRORS: Record<400 | 429 | 500, { type: string; code: string }> = {
   400: { type: "invalid_request_error", code: "invalid_value" },
@@ -89,12 +102,17 @@ const ERRORS: Record<400 | 429 | 500, { type: string; code: string }> = {
   500: { type: "server_error", code: "internal_error" },
 };
 
-const errorBody = (message: string, type: string, code: string): string => JSON.stringify({ error: { message, type, param: null, code } });
+const errorBody = (message: string, type: string, code: string): string =>
+  JSON.stringify({ error: { message, type, param: null, code } });
 
 function textOf(content: unknown): string {
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) return "";
-  return content.map((p: unknown) => (typeof p === "object" && p !== null && "text" in p && typeof p.text === "string" ? p.text : "")).join(" ");
+  return content
+    .map((p: unknown) =>
+      typeof p === "object" && p !== null && "text" in p && typeof p.text === "string" ? p.text : "",
+    )
+    .join(" ");
 }
 
 const wordsOf = (text: string): string[] => text.split(/\s+/).filter((w) => w.length > 0);
@@ -107,14 +125,23 @@ function answerFor(body: ChatRequestBody, fixedPrompt: number | undefined): Answ
   const limit = body.max_completion_tokens ?? body.max_tokens;
   const cut = typeof limit === "number" && limit >= 0 && limit < all.length;
   const promptWords = messages.reduce((n, m) => n + wordsOf(textOf(m?.content)).length, 0);
-  return { words: cut ? all.slice(0, limit) : all, finish: cut ? "length" : "stop", promptTokens: fixedPrompt ?? promptWords + PROMPT_OVERHEAD_TOKENS };
+  return {
+    words: cut ? all.slice(0, limit) : all,
+    finish: cut ? "length" : "stop",
+    promptTokens: fixedPrompt ?? promptWords + PROMPT_OVERHEAD_TOKENS,
+  };
 }
 
-const usageOf = (a: Answer) => ({ prompt_tokens: a.promptTokens, completion_tokens: a.words.length, total_tokens: a.promptTokens + a.words.length });
+const usageOf = (a: Answer) => ({
+  prompt_tokens: a.promptTokens,
+  completion_tokens: a.words.length,
+  total_tokens: a.promptTokens + a.words.length,
+});
 
 function lowerHeaders(req: IncomingMessage): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(", ") : v;
+  for (const [k, v] of Object.entries(req.headers))
+    if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(", ") : v;
   return out;
 }
 
@@ -124,7 +151,10 @@ function sendJson(res: ServerResponse, status: number, body: string, extra: Reco
 }
 
 const write = (res: ServerResponse, data: string): Promise<void> =>
-  new Promise((resolve) => { if (res.destroyed) resolve(); else res.write(data, () => resolve()); });
+  new Promise((resolve) => {
+    if (res.destroyed) resolve();
+    else res.write(data, () => resolve());
+  });
 
 class FakeUpstreamServer implements FakeUpstream {
   mode: FakeUpstreamMode = "ok";
@@ -150,8 +180,12 @@ class FakeUpstreamServer implements FakeUpstream {
     this.events.setMaxListeners(0);
   }
 
-  get url(): string { return `http://127.0.0.1:${this.port}/v1`; }
-  inFlight(): number { return this.live.size; }
+  get url(): string {
+    return `http://127.0.0.1:${this.port}/v1`;
+  }
+  inFlight(): number {
+    return this.live.size;
+  }
 
   reset(): void {
     this.requests.length = 0;
@@ -164,18 +198,39 @@ class FakeUpstreamServer implements FakeUpstream {
   }
 
   waitForAbort(index: number, timeoutMs = 5_000): Promise<void> {
-    return this.until(() => this.requests[index]?.aborted === true, timeoutMs, `request #${index} to be aborted`).then(() => undefined);
+    return this.until(() => this.requests[index]?.aborted === true, timeoutMs, `request #${index} to be aborted`).then(
+      () => undefined,
+    );
   }
 
   waitForRequest(index: number, timeoutMs = 5_000): Promise<RecordedRequest> {
-    return this.until(() => { const r = this.requests[index]; return r && this.read.has(r) ? r : undefined; }, timeoutMs, `request #${index}`);
+    return this.until(
+      () => {
+        const r = this.requests[index];
+        return r && this.read.has(r) ? r : undefined;
+      },
+      timeoutMs,
+      `request #${index}`,
+    );
   }
 
   private until<T>(probe: () => T | undefined | false, timeoutMs: number, what: string): Promise<T> {
     return new Promise((resolve, reject) => {
-      const check = () => { const v = probe(); if (v !== undefined && v !== false) { done(); resolve(v); } };
-      const timer = setTimeout(() => { done(); reject(new Error(`fake upstream: timed out after ${timeoutMs} ms waiting for ${what}`)); }, timeoutMs);
-      const done = () => { clearTimeout(timer); this.events.off("change", check); };
+      const check = () => {
+        const v = probe();
+        if (v !== undefined && v !== false) {
+          done();
+          resolve(v);
+        }
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`fake upstream: timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      const done = () => {
+        clearTimeout(timer);
+        this.events.off("change", check);
+      };
       this.events.on("change", check);
       check();
     });
@@ -184,10 +239,16 @@ class FakeUpstreamServer implements FakeUpstream {
   async start(): Promise<void> {
     if (this.server) return;
     const server = createServer((req, res) => void this.handle(req, res));
-    server.on("connection", (s: Socket) => { this.sockets.add(s); s.on("close", () => this.sockets.delete(s)); });
+    server.on("connection", (s: Socket) => {
+      this.sockets.add(s);
+      s.on("close", () => this.sockets.delete(s));
+    });
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(this.port, "127.0.0.1", () => { server.off("error", reject); resolve(); });
+      server.listen(this.port, "127.0.0.1", () => {
+        server.off("error", reject);
+        resolve();
+      });
     });
     const address = server.address();
     if (typeof address === "object" && address) this.port = address.port;
@@ -204,10 +265,20 @@ class FakeUpstreamServer implements FakeUpstream {
     await closed;
   }
 
-  close(): Promise<void> { return this.stop(); } // nothing else to release
+  close(): Promise<void> {
+    return this.stop();
+  } // nothing else to release
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const rec: RecordedRequest = { method: req.method ?? "", path: (req.url ?? "").split("?")[0] ?? "", headers: lowerHeaders(req), body: null, aborted: false, finished: false, mode: null };
+    const rec: RecordedRequest = {
+      method: req.method ?? "",
+      path: (req.url ?? "").split("?")[0] ?? "",
+      headers: lowerHeaders(req),
+      body: null,
+      aborted: false,
+      finished: false,
+      mode: null,
+    };
     const live: Live = { res, serverKilled: false };
     this.requests.push(rec);
     this.live.add(live);
@@ -218,11 +289,17 @@ class FakeUpstreamServer implements FakeUpstream {
       this.events.emit("change");
     });
     let raw = "";
-    try { for await (const chunk of req) raw += String(chunk); } catch { return; }
+    try {
+      for await (const chunk of req) raw += String(chunk);
+    } catch {
+      return;
+    }
     try {
       const parsed: unknown = raw.length > 0 ? JSON.parse(raw) : null;
       if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) rec.body = parsed as ChatRequestBody;
-    } catch { /* rec.body stays null */ }
+    } catch {
+      /* rec.body stays null */
+    }
     this.read.add(rec);
     this.route(req, res, rec, live);
     this.events.emit("change");
@@ -230,17 +307,40 @@ class FakeUpstreamServer implements FakeUpstream {
 
   private route(req: IncomingMessage, res: ServerResponse, rec: RecordedRequest, live: Live): void {
     if (this.apiKey !== undefined && rec.headers.authorization !== `Bearer ${this.apiKey}`) {
-      return sendJson(res, 401, errorBody("Incorrect API key provided (checked by http://internal-host auth)", "invalid_request_error", "invalid_api_key"));
+      sendJson(
+        res,
+        401,
+        errorBody(
+          "Incorrect API key provided (checked by http://internal-host auth)",
+          "invalid_request_error",
+          "invalid_api_key",
+        ),
+      );
+      return;
     }
     if (req.method === "GET" && rec.path === "/v1/models") {
-      return sendJson(res, 200, JSON.stringify({ object: "list", data: [{ id: FAKE_UPSTREAM_MODEL, object: "model", created: 1_700_000_000, owned_by: "fake-upstream" }] }));
+      sendJson(
+        res,
+        200,
+        JSON.stringify({
+          object: "list",
+          data: [{ id: FAKE_UPSTREAM_MODEL, object: "model", created: 1_700_000_000, owned_by: "fake-upstream" }],
+        }),
+      );
+      return;
     }
     if (req.method !== "POST" || rec.path !== "/v1/chat/completions") {
-      return sendJson(res, 404, errorBody(`no route ${req.method} ${rec.path}`, "invalid_request_error", "not_found"));
+      sendJson(res, 404, errorBody(`no route ${req.method} ${rec.path}`, "invalid_request_error", "not_found"));
+      return;
     }
     const body = rec.body;
     if (body === null || !Array.isArray(body.messages)) {
-      return sendJson(res, 400, errorBody("body must be a JSON object with messages", "invalid_request_error", "invalid_body"));
+      sendJson(
+        res,
+        400,
+        errorBody("body must be a JSON object with messages", "invalid_request_error", "invalid_body"),
+      );
+      return;
     }
     const mode = this.behave ? this.behave(this.chatCount, body) : this.mode;
     this.chatCount += 1;
@@ -253,29 +353,68 @@ class FakeUpstreamServer implements FakeUpstream {
     if (mode === "status-400" || mode === "status-429" || mode === "status-500") {
       const status = mode === "status-400" ? 400 : mode === "status-429" ? 429 : 500;
       const e = ERRORS[status];
-      return sendJson(res, status, errorBody(`upstream ${status}: upstream secret detail sk-upstream-SECRET at http://internal-host:8000/v1 (node 10.20.30.40)`, e.type, e.code), status === 429 ? { "retry-after": "1" } : {});
+      sendJson(
+        res,
+        status,
+        errorBody(
+          `upstream ${status}: upstream secret detail sk-upstream-SECRET at http://internal-host:8000/v1 (node 10.20.30.40)`,
+          e.type,
+          e.code,
+        ),
+        status === 429 ? { "retry-after": "1" } : {},
+      );
+      return;
     }
     const answer = answerFor(body, this.promptTokens);
     const id = `chatcmpl-up${++this.nextId}`;
     const created = Math.floor(Date.now() / 1000);
     const model = typeof body.model === "string" ? body.model : FAKE_UPSTREAM_MODEL;
-    if (body.stream === true) return void this.stream(res, live, { id, created, model }, answer, mode, body.stream_options?.include_usage === true);
+    if (body.stream === true)
+      return void this.stream(
+        res,
+        live,
+        { id, created, model },
+        answer,
+        mode,
+        body.stream_options?.include_usage === true,
+      );
     if (mode === "stall-mid-stream") return;
-    if (mode === "die-mid-stream") { live.serverKilled = true; res.socket?.destroy(); return; }
+    if (mode === "die-mid-stream") {
+      live.serverKilled = true;
+      res.socket?.destroy();
+      return;
+    }
     const message = { role: "assistant", content: answer.words.join(" ") };
-    const json = { id, object: "chat.completion", created, model, choices: [{ index: 0, message, logprobs: null, finish_reason: answer.finish }] };
+    const json = {
+      id,
+      object: "chat.completion",
+      created,
+      model,
+      choices: [{ index: 0, message, logprobs: null, finish_reason: answer.finish }],
+    };
     sendJson(res, 200, JSON.stringify(mode === "no-usage" ? json : { ...json, usage: usageOf(answer) }));
   }
 
-  private async stream(res: ServerResponse, live: Live, head: { id: string; created: number; model: string }, answer: Answer, mode: FakeUpstreamMode, includeUsage: boolean): Promise<void> {
+  private async stream(
+    res: ServerResponse,
+    live: Live,
+    head: { id: string; created: number; model: string },
+    answer: Answer,
+    mode: FakeUpstreamMode,
+    includeUsage: boolean,
+  ): Promise<void> {
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
     res.flushHeaders();
-    const chunk = (delta: Record<string, string>, finish: string | null) =>
-      ({ ...head, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
+    const chunk = (delta: Record<string, string>, finish: string | null) => ({
+      ...head,
+      object: "chat.completion.chunk",
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    });
     const frames: object[] = [chunk({ role: "assistant", content: "" }, null)];
-    answer.words.forEach((w, i) => frames.push(chunk({ content: i === 0 ? w : ` ${w}` }, null)));
+    for (const [i, w] of answer.words.entries()) frames.push(chunk({ content: i === 0 ? w : ` ${w}` }, null));
     frames.push(chunk({}, answer.finish));
-    if (includeUsage && mode !== "no-usage") frames.push({ ...head, object: "chat.completion.chunk", choices: [], usage: usageOf(answer) });
+    if (includeUsage && mode !== "no-usage")
+      frames.push({ ...head, object: "chat.completion.chunk", choices: [], usage: usageOf(answer) });
     const midStream = mode === "stall-mid-stream" || mode === "die-mid-stream";
     // Mid-stream faults strike before the finish chunk at the latest, however short the answer.
     const sent = midStream ? frames.slice(0, Math.min(MID_STREAM_CHUNKS, answer.words.length + 1)) : frames;
@@ -284,7 +423,11 @@ class FakeUpstreamServer implements FakeUpstream {
       await write(res, `data: ${JSON.stringify(frame)}\n\n`);
       if (this.chunkDelayMs > 0) await sleep(this.chunkDelayMs);
     }
-    if (mode === "die-mid-stream") { await sleep(20); live.serverKilled = true; res.socket?.destroy(); }
+    if (mode === "die-mid-stream") {
+      await sleep(20);
+      live.serverKilled = true;
+      res.socket?.destroy();
+    }
     if (midStream || res.destroyed) return; // stall-mid-stream: open until the client or stop() ends it
     await write(res, "data: [DONE]\n\n");
     res.end();

@@ -2,7 +2,12 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { anyUnpack } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync, type MethodDefinition, type PackageDefinition } from "@grpc/proto-loader";
-import { ErrorInfoSchema, RetryInfoSchema, type ErrorInfo, type RetryInfo } from "../../gen/google/rpc/error_details_pb.ts";
+import {
+  ErrorInfoSchema,
+  RetryInfoSchema,
+  type ErrorInfo,
+  type RetryInfo,
+} from "../../gen/google/rpc/error_details_pb.ts";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.ts";
 
 /**
@@ -24,7 +29,11 @@ export function loadProtos(): PackageDefinition {
 }
 
 /** One RPC's definition: path and (de)serializers. */
-export function methodOf(definition: PackageDefinition, service: string, method: string): MethodDefinition<object, object> {
+export function methodOf(
+  definition: PackageDefinition,
+  service: string,
+  method: string,
+): MethodDefinition<object, object> {
   const svc = definition[service];
   if (!svc || "format" in svc) throw new Error(`no service ${service}`);
   const m = svc[method];
@@ -45,37 +54,75 @@ export function metadataOf(entries: Record<string, string>): grpc.Metadata {
 }
 
 /** A unary call; resolves with the response and the response headers, rejects with the ServiceError. */
-export function unary(client: grpc.Client, method: MethodDefinition<object, object>, request: object, metadata: grpc.Metadata): Promise<{ response: object; headers: grpc.Metadata }> {
+export function unary(
+  client: grpc.Client,
+  method: MethodDefinition<object, object>,
+  request: object,
+  metadata: grpc.Metadata,
+): Promise<{ response: object; headers: grpc.Metadata }> {
   return new Promise((resolve, reject) => {
     let headers = new grpc.Metadata();
-    const call = client.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize, request, metadata, { deadline: Date.now() + 10_000 }, (err, response) => {
-      if (err) return reject(err);
-      if (!response) return reject(new Error("no response"));
-      resolve({ response, headers });
+    const call = client.makeUnaryRequest(
+      method.path,
+      method.requestSerialize,
+      method.responseDeserialize,
+      request,
+      metadata,
+      { deadline: Date.now() + 10_000 },
+      (err, response) => {
+        if (err) return reject(err);
+        if (!response) return reject(new Error("no response"));
+        resolve({ response, headers });
+      },
+    );
+    call.on("metadata", (md: grpc.Metadata) => {
+      headers = md;
     });
-    call.on("metadata", (md: grpc.Metadata) => { headers = md; });
   });
 }
 
 /** A server-streaming call: every message received, then the final status or error. */
-export function serverStream(client: grpc.Client, method: MethodDefinition<object, object>, request: object, metadata: grpc.Metadata): Promise<{ messages: object[]; error: grpc.ServiceError | undefined }> {
+export function serverStream(
+  client: grpc.Client,
+  method: MethodDefinition<object, object>,
+  request: object,
+  metadata: grpc.Metadata,
+): Promise<{ messages: object[]; error: grpc.ServiceError | undefined }> {
   return new Promise((resolve) => {
     const messages: object[] = [];
     let error: grpc.ServiceError | undefined;
-    const call = client.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, request, metadata, { deadline: Date.now() + 10_000 });
+    const call = client.makeServerStreamRequest(
+      method.path,
+      method.requestSerialize,
+      method.responseDeserialize,
+      request,
+      metadata,
+      { deadline: Date.now() + 10_000 },
+    );
     call.on("data", (m: object) => messages.push(m));
-    call.on("error", (err: grpc.ServiceError) => { error = err; });
+    call.on("error", (err: grpc.ServiceError) => {
+      error = err;
+    });
     call.on("status", () => setImmediate(() => resolve({ messages, error })));
   });
 }
 
 /** Whether a value is a grpc-js ServiceError. */
 export function isServiceError(value: unknown): value is grpc.ServiceError {
-  return value instanceof Error && typeof (value as { code?: unknown }).code === "number" && (value as { metadata?: unknown }).metadata instanceof grpc.Metadata;
+  return (
+    value instanceof Error &&
+    typeof (value as { code?: unknown }).code === "number" &&
+    (value as { metadata?: unknown }).metadata instanceof grpc.Metadata
+  );
 }
 
 /** The google.rpc.Status of a failed call, decoded from its `grpc-status-details-bin` trailer. */
-export function richStatusOf(err: grpc.ServiceError): { code: number; message: string; errorInfos: ErrorInfo[]; retryInfos: RetryInfo[] } {
+export function richStatusOf(err: grpc.ServiceError): {
+  code: number;
+  message: string;
+  errorInfos: ErrorInfo[];
+  retryInfos: RetryInfo[];
+} {
   const [bin] = err.metadata.get("grpc-status-details-bin");
   if (!(bin instanceof Buffer)) throw new Error("no grpc-status-details-bin trailer");
   const status = fromBinary(StatusSchema, bin);

@@ -1,4 +1,11 @@
-import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http2";
+import {
+  connect,
+  constants,
+  type ClientHttp2Session,
+  type ClientHttp2Stream,
+  type IncomingHttpHeaders,
+  type OutgoingHttpHeaders,
+} from "node:http2";
 
 /** What came back on one raw HTTP/2 stream. */
 export interface H2Reply {
@@ -54,7 +61,13 @@ export function h2Exchange(
   options: { end: boolean; guardMs: number; label: string },
 ): Promise<H2Reply> {
   return new Promise((resolve, reject) => {
-    const reply: H2Reply = { headers: undefined, trailers: undefined, body: Buffer.alloc(0), ended: false, rstCode: undefined };
+    const reply: H2Reply = {
+      headers: undefined,
+      trailers: undefined,
+      body: Buffer.alloc(0),
+      ended: false,
+      rstCode: undefined,
+    };
     const parts: Buffer[] = [];
     let settled = false;
     let stream: ClientHttp2Stream | undefined;
@@ -63,15 +76,27 @@ export function h2Exchange(
       settled = true;
       clearTimeout(timer);
       reply.body = Buffer.concat(parts);
-      if (stream && stream.closed) reply.rstCode = stream.rstCode;
+      if (stream?.closed) reply.rstCode = stream.rstCode;
       if (stream && !stream.closed) stream.close();
       if (error) reject(error);
       else resolve(reply);
     };
-    const timer = setTimeout(() => finish(new Error(`${options.label}: no answer within ${options.guardMs} ms (the server is waiting for the rest of the request)`)), options.guardMs);
+    const timer = setTimeout(
+      () =>
+        finish(
+          new Error(
+            `${options.label}: no answer within ${options.guardMs} ms (the server is waiting for the rest of the request)`,
+          ),
+        ),
+      options.guardMs,
+    );
     stream = session.request(headers, { endStream: false });
-    stream.on("response", (h) => { reply.headers = h; });
-    stream.on("trailers", (t) => { reply.trailers = t; });
+    stream.on("response", (h) => {
+      reply.headers = h;
+    });
+    stream.on("trailers", (t) => {
+      reply.trailers = t;
+    });
     stream.on("data", (d: Buffer) => parts.push(d));
     stream.on("end", () => {
       // A reset also ends the readable side; only END_STREAM (or a NO_ERROR reset after it) is a whole answer.

@@ -36,16 +36,30 @@ export interface TestApp extends App {
   /** The Redis this app uses, on the Redis store; tests read its ledger after the app closed. */
   redisUrl: string | undefined;
   /** Creates an onboarded account with `capUsdMicros` and one key; returns both. */
-  newAccount(options?: { capUsdMicros?: bigint | undefined; onboarded?: boolean; rps?: number; burst?: number }): Promise<{ accountId: string; apiKey: string; apiKeyId: string }>;
+  newAccount(options?: {
+    capUsdMicros?: bigint | undefined;
+    onboarded?: boolean;
+    rps?: number;
+    burst?: number;
+  }): Promise<{ accountId: string; apiKey: string; apiKeyId: string }>;
 }
 
 /** Starts Sluice on port 0 with the given environment overrides and options. */
-export async function startTestApp(env: Record<string, string> = {}, options: Partial<AppOptions> = {}): Promise<TestApp> {
+export async function startTestApp(
+  env: Record<string, string> = {},
+  options: Partial<AppOptions> = {},
+): Promise<TestApp> {
   const stored = await storeEnv(env);
   const config = loadConfig({
-    PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", HOST: "127.0.0.1", SLUICE_ADMIN_TOKEN: ADMIN_TOKEN, SLUICE_LOG: "silent",
+    PORT: "0",
+    GRPC_PORT: "0",
+    METRICS_PORT: "0",
+    HOST: "127.0.0.1",
+    SLUICE_ADMIN_TOKEN: ADMIN_TOKEN,
+    SLUICE_LOG: "silent",
     SLUICE_SHUTDOWN_GRACE_MS: "0",
-    ...stored, ...env,
+    ...stored,
+    ...env,
   });
   const app = await startApp(config, { logger: silentLogger, ...options });
   if (!app.coreUrl) throw new Error("test app has no core");
@@ -63,7 +77,11 @@ export async function startTestApp(env: Record<string, string> = {}, options: Pa
       );
       if (!account) throw new Error("no account");
       const key = await admin.createApiKey(
-        { accountId: account.id, ...(rps !== undefined && { rateLimitRps: rps }), ...(burst !== undefined && { burst }) },
+        {
+          accountId: account.id,
+          ...(rps !== undefined && { rateLimitRps: rps }),
+          ...(burst !== undefined && { burst }),
+        },
         { headers: adminHeaders },
       );
       return { accountId: account.id, apiKey: key.secret, apiKeyId: key.apiKey?.id ?? "" };

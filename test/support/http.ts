@@ -12,7 +12,10 @@ export interface Reply {
 
 /** A well-known short conversation the extractive engine answers deterministically. */
 export const CHAT_MESSAGES = [
-  { role: "system", content: "Rivers carry water to the sea. Mountains are tall and rocky. The desert is dry and hot." },
+  {
+    role: "system",
+    content: "Rivers carry water to the sea. Mountains are tall and rocky. The desert is dry and hot.",
+  },
   { role: "user", content: "Where do rivers carry water?" },
 ];
 
@@ -26,7 +29,12 @@ export function tryJson(text: string): unknown {
 }
 
 /** POSTs a chat completion with fetch; `body` may be a raw string. */
-export async function postChat(app: TestApp, apiKey: string | undefined, body: unknown, init: { headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<Reply> {
+export async function postChat(
+  app: TestApp,
+  apiKey: string | undefined,
+  body: unknown,
+  init: { headers?: Record<string, string>; signal?: AbortSignal } = {},
+): Promise<Reply> {
   const res = await fetch(`${app.edgeUrl}/v1/chat/completions`, {
     method: "POST",
     headers: {
@@ -43,12 +51,21 @@ export async function postChat(app: TestApp, apiKey: string | undefined, body: u
 
 /** The structured error envelope of SPEC, as received. */
 export interface StructuredError {
-  error: { type: string; code: string; reason: string; message: string; docs_url: string; resolution_url: string; portal_url: string };
+  error: {
+    type: string;
+    code: string;
+    reason: string;
+    message: string;
+    docs_url: string;
+    resolution_url: string;
+    portal_url: string;
+  };
 }
 
 /** Narrows a JSON value to a record. */
 export function asRecord(value: unknown): Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error(`not an object: ${JSON.stringify(value)}`);
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new Error(`not an object: ${JSON.stringify(value)}`);
   return value as Record<string, unknown>;
 }
 
@@ -68,7 +85,16 @@ export interface RawReply {
  * `pump` writes the body; it gets a `stopped()` probe that turns true once a response (or an
  * error) has arrived, so a producer can stop writing.
  */
-export function rawRequest(url: string, options: { method: string; path: string; headers: Record<string, string | number>; pump: (write: (chunk: Buffer) => Promise<boolean>, stopped: () => boolean) => Promise<void>; timeoutMs?: number }): Promise<RawReply> {
+export function rawRequest(
+  url: string,
+  options: {
+    method: string;
+    path: string;
+    headers: Record<string, string | number>;
+    pump: (write: (chunk: Buffer) => Promise<boolean>, stopped: () => boolean) => Promise<void>;
+    timeoutMs?: number;
+  },
+): Promise<RawReply> {
   const target = new URL(url);
   return new Promise((resolve) => {
     let settled = false;
@@ -87,7 +113,13 @@ export function rawRequest(url: string, options: { method: string; path: string;
       result.error = new Error("timed out");
       finish();
     }, options.timeoutMs ?? 10_000);
-    const req = httpRequest({ host: target.hostname, port: target.port, method: options.method, path: options.path, headers: options.headers });
+    const req = httpRequest({
+      host: target.hostname,
+      port: target.port,
+      method: options.method,
+      path: options.path,
+      headers: options.headers,
+    });
     // Send the headers now: a server may answer from them alone, before any body byte.
     req.flushHeaders();
     req.on("response", (res) => {
@@ -95,9 +127,14 @@ export function rawRequest(url: string, options: { method: string; path: string;
       result.status = res.statusCode;
       result.headers = res.headers;
       res.setEncoding("utf8");
-      res.on("data", (d: string) => { result.text += d; });
+      res.on("data", (d: string) => {
+        result.text += d;
+      });
       res.on("end", finish);
-      res.on("error", (err) => { result.error = err; finish(); });
+      res.on("error", (err) => {
+        result.error = err;
+        finish();
+      });
     });
     req.on("error", (err) => {
       stopped = true;
@@ -105,22 +142,34 @@ export function rawRequest(url: string, options: { method: string; path: string;
       // A response may already be in; give it a moment to finish.
       setTimeout(finish, 50);
     });
-    const write = (chunk: Buffer) => new Promise<boolean>((ok) => {
-      if (stopped || req.destroyed) return ok(false);
-      bytesSent += chunk.length;
-      const flushed = req.write(chunk);
-      if (flushed) return ok(true);
-      const onDrain = () => { req.off("close", onClose); ok(true); };
-      const onClose = () => { req.off("drain", onDrain); ok(false); };
-      req.once("drain", onDrain);
-      req.once("close", onClose);
-    });
-    options.pump(write, () => stopped).then(() => {
-      if (!stopped && !req.destroyed) req.end();
-    }, (err: unknown) => {
-      result.error = err instanceof Error ? err : new Error(String(err));
-      finish();
-    });
+    const write = (chunk: Buffer) =>
+      new Promise<boolean>((ok) => {
+        if (stopped || req.destroyed) return ok(false);
+        bytesSent += chunk.length;
+        const flushed = req.write(chunk);
+        if (flushed) return ok(true);
+        const onDrain = () => {
+          req.off("close", onClose);
+          ok(true);
+        };
+        const onClose = () => {
+          req.off("drain", onDrain);
+          ok(false);
+        };
+        req.once("drain", onDrain);
+        req.once("close", onClose);
+      });
+    options
+      .pump(write, () => stopped)
+      .then(
+        () => {
+          if (!stopped && !req.destroyed) req.end();
+        },
+        (err: unknown) => {
+          result.error = err instanceof Error ? err : new Error(String(err));
+          finish();
+        },
+      );
   });
 }
 
@@ -129,7 +178,17 @@ export function rawRequest(url: string, options: { method: string; path: string;
  * `chunkBytes` until the server answers or closes. node:http's client drops a response that
  * arrives while it is still writing (it reports EPIPE instead), so an early 413 needs this.
  */
-export function chunkedUpload(url: string, options: { path: string; headers: Record<string, string>; prefix: string; chunkBytes: number; chunks: number; timeoutMs?: number }): Promise<RawReply> {
+export function chunkedUpload(
+  url: string,
+  options: {
+    path: string;
+    headers: Record<string, string>;
+    prefix: string;
+    chunkBytes: number;
+    chunks: number;
+    timeoutMs?: number;
+  },
+): Promise<RawReply> {
   const target = new URL(url);
   return new Promise((resolve) => {
     const socket = connect(Number(target.port), target.hostname);
@@ -140,8 +199,12 @@ export function chunkedUpload(url: string, options: { path: string; headers: Rec
       socketError = new Error("timed out");
       socket.destroy();
     }, options.timeoutMs ?? 15_000);
-    socket.on("data", (d: Buffer) => { received = Buffer.concat([received, d]); });
-    socket.on("error", (err) => { socketError = err; });
+    socket.on("data", (d: Buffer) => {
+      received = Buffer.concat([received, d]);
+    });
+    socket.on("error", (err) => {
+      socketError = err;
+    });
     socket.on("close", () => {
       clearTimeout(timer);
       const text = received.toString("utf8");
@@ -154,9 +217,22 @@ export function chunkedUpload(url: string, options: { path: string; headers: Rec
         const at = line.indexOf(":");
         if (at > 0) headers[line.slice(0, at).trim().toLowerCase()] = line.slice(at + 1).trim();
       }
-      resolve({ status: status === undefined ? undefined : Number(status), headers, text: split >= 0 ? text.slice(split + 4) : "", error: status === undefined ? socketError : undefined, bytesSent });
+      resolve({
+        status: status === undefined ? undefined : Number(status),
+        headers,
+        text: split >= 0 ? text.slice(split + 4) : "",
+        error: status === undefined ? socketError : undefined,
+        bytesSent,
+      });
     });
-    const head = Object.entries({ host: target.host, "transfer-encoding": "chunked", connection: "close", ...options.headers }).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+    const head = Object.entries({
+      host: target.host,
+      "transfer-encoding": "chunked",
+      connection: "close",
+      ...options.headers,
+    })
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join("");
     const frame = (body: Buffer) => {
       bytesSent += body.length;
       socket.write(`${body.length.toString(16)}\r\n`);
@@ -171,7 +247,11 @@ export function chunkedUpload(url: string, options: { path: string; headers: Rec
         if (socket.destroyed || received.length > 0) return;
         if (!frame(piece)) {
           await new Promise<void>((ok) => {
-            const done = () => { socket.off("drain", done); socket.off("close", done); ok(); };
+            const done = () => {
+              socket.off("drain", done);
+              socket.off("close", done);
+              ok();
+            };
             socket.on("drain", done);
             socket.on("close", done);
           });

@@ -13,8 +13,14 @@ export async function startRedisCluster(): Promise<RedisCluster> {
   const servers: RedisServer[] = await Promise.all([0, 1, 2].map(() => startRedisServer({ cluster: true })));
   const clients = servers.map((s) => new Redis(s.port, "127.0.0.1", { lazyConnect: false, maxRetriesPerRequest: 1 }));
   try {
-    const ranges = [[0, 5460], [5461, 10922], [10923, 16383]] as const;
-    await Promise.all(clients.map((c, i) => c.call("CLUSTER", "ADDSLOTSRANGE", ranges[i]?.[0] ?? 0, ranges[i]?.[1] ?? 0)));
+    const ranges = [
+      [0, 5460],
+      [5461, 10922],
+      [10923, 16383],
+    ] as const;
+    await Promise.all(
+      clients.map((c, i) => c.call("CLUSTER", "ADDSLOTSRANGE", ranges[i]?.[0] ?? 0, ranges[i]?.[1] ?? 0)),
+    );
     const first = clients[0];
     if (!first) throw new Error("no node");
     for (const s of servers.slice(1)) await first.call("CLUSTER", "MEET", "127.0.0.1", s.port);

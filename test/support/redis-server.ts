@@ -36,7 +36,10 @@ export async function freePort(): Promise<number> {
 export function pingRedis(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect(port, "127.0.0.1");
-    const done = (ok: boolean) => { socket.destroy(); resolve(ok); };
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
     socket.setTimeout(500, () => done(false));
     socket.once("error", () => done(false));
     socket.once("connect", () => socket.write("PING\r\n"));
@@ -48,23 +51,47 @@ export function pingRedis(port: number): Promise<boolean> {
  * Spawns `redis-server` on a free port. Fails loudly when the binary is missing: Redis suites
  * must never skip quietly (`.ci/run` installs it with apt).
  */
-export async function startRedisServer(options: { appendonly?: boolean; cluster?: boolean } = {}): Promise<RedisServer> {
+export async function startRedisServer(
+  options: { appendonly?: boolean; cluster?: boolean } = {},
+): Promise<RedisServer> {
   const probe = spawnSync("redis-server", ["--version"]);
   if (probe.error || probe.status !== 0) {
-    throw new Error("redis-server is not installed or not on PATH: install it (apt-get install redis-server); Redis tests never skip");
+    throw new Error(
+      "redis-server is not installed or not on PATH: install it (apt-get install redis-server); Redis tests never skip",
+    );
   }
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "sluice-redis-"));
   let child: ChildProcess | undefined;
-  const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--dir", dir,
-    "--appendonly", options.appendonly ? "yes" : "no", "--appendfsync", "always", "--daemonize", "no", "--loglevel", "warning",
-    ...(options.cluster ? ["--cluster-enabled", "yes", "--cluster-config-file", join(dir, "nodes.conf")] : [])];
+  const args = [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--dir",
+    dir,
+    "--appendonly",
+    options.appendonly ? "yes" : "no",
+    "--appendfsync",
+    "always",
+    "--daemonize",
+    "no",
+    "--loglevel",
+    "warning",
+    ...(options.cluster ? ["--cluster-enabled", "yes", "--cluster-config-file", join(dir, "nodes.conf")] : []),
+  ];
 
   const start = async () => {
     child = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
-    child.stdout?.on("data", (d: Buffer) => { output += d.toString(); });
-    child.stderr?.on("data", (d: Buffer) => { output += d.toString(); });
+    child.stdout?.on("data", (d: Buffer) => {
+      output += d.toString();
+    });
+    child.stderr?.on("data", (d: Buffer) => {
+      output += d.toString();
+    });
     const deadline = Date.now() + 10_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`redis-server exited: ${output}`);

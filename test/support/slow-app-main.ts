@@ -13,7 +13,10 @@ const app = await startApp(loadConfig(process.env), { logger: silentLogger, mode
 process.stdout.write(`${JSON.stringify({ edgeUrl: app.edgeUrl, coreUrl: app.coreUrl ?? "" })}\n`);
 
 const stop = () => {
-  app.close().then(() => process.exit(0), () => process.exit(1));
+  app.close().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
 };
 process.stdin.on("end", stop);
 process.stdin.on("error", stop);

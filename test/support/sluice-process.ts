@@ -25,10 +25,16 @@ export interface SluiceProcess {
 
 /** Spawns `node src/main.ts` with `env` over the current environment; resolves once it has started. */
 export async function spawnSluice(env: Record<string, string>, timeoutMs = 20_000): Promise<SluiceProcess> {
-  const child = spawn(process.execPath, ["src/main.ts"], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["src/main.ts"], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
-  child.stderr?.on("data", (d: Buffer) => { stderr += d.toString(); });
+  child.stderr?.on("data", (d: Buffer) => {
+    stderr += d.toString();
+  });
   const stop = async (graceMs = 5_000) => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = once(child, "exit");
@@ -38,7 +44,10 @@ export async function spawnSluice(env: Record<string, string>, timeoutMs = 20_00
     clearTimeout(timer);
   };
   const urls = await new Promise<{ edgeUrl: string; coreUrl: string }>((resolve, reject) => {
-    const timer = setTimeout(() => fail(new Error(`sluice did not start within ${timeoutMs} ms: ${stderr}`)), timeoutMs);
+    const timer = setTimeout(
+      () => fail(new Error(`sluice did not start within ${timeoutMs} ms: ${stderr}`)),
+      timeoutMs,
+    );
     const onData = (d: Buffer) => {
       stdout += d.toString();
       const m = STARTED.exec(stdout);
@@ -75,7 +84,9 @@ export interface AdminHandle {
   /** Spent and reserved micros of the current period, and the cap. */
   balance(accountId: string): Promise<{ spent: bigint; reserved: bigint; cap: bigint | undefined }>;
   /** Every usage record of an account, following page tokens. */
-  usageRecords(accountId: string): Promise<Array<{ id: string; promptTokens: bigint; completionTokens: bigint; costUsdMicros: bigint }>>;
+  usageRecords(
+    accountId: string,
+  ): Promise<Array<{ id: string; promptTokens: bigint; completionTokens: bigint; costUsdMicros: bigint }>>;
 }
 
 /** Builds an `AdminHandle` over gRPC to `coreUrl`. */
@@ -86,7 +97,10 @@ export function adminOf(coreUrl: string, token: string): AdminHandle {
     client,
     headers,
     async newAccount(capUsdMicros, rps, burst) {
-      const { account } = await client.createAccount({ onboardingComplete: true, spendCapUsdMicros: capUsdMicros }, { headers });
+      const { account } = await client.createAccount(
+        { onboardingComplete: true, spendCapUsdMicros: capUsdMicros },
+        { headers },
+      );
       if (!account) throw new Error("CreateAccount returned no account");
       const key = await client.createApiKey({ accountId: account.id, rateLimitRps: rps, burst }, { headers });
       return { accountId: account.id, apiKey: key.secret };

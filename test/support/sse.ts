@@ -18,21 +18,25 @@ export interface SseFrame {
  */
 export function parseSse(body: string): SseFrame[] {
   if (body.length === 0) return [];
-  if (!body.endsWith("\n\n")) throw new Error(`SSE body does not end with a blank line: ${JSON.stringify(body.slice(-80))}`);
-  return body.slice(0, -2).split("\n\n").map((raw) => {
-    const lines = raw.split("\n");
-    let event: string | undefined;
-    let data: string | undefined;
-    let comment = true;
-    for (const line of lines) {
-      if (line.startsWith(":")) continue;
-      comment = false;
-      if (line.startsWith("event: ")) event = line.slice("event: ".length);
-      else if (line.startsWith("data: ")) data = line.slice("data: ".length);
-      else throw new Error(`unexpected SSE line: ${JSON.stringify(line)}`);
-    }
-    return { raw, event, data, comment };
-  });
+  if (!body.endsWith("\n\n"))
+    throw new Error(`SSE body does not end with a blank line: ${JSON.stringify(body.slice(-80))}`);
+  return body
+    .slice(0, -2)
+    .split("\n\n")
+    .map((raw) => {
+      const lines = raw.split("\n");
+      let event: string | undefined;
+      let data: string | undefined;
+      let comment = true;
+      for (const line of lines) {
+        if (line.startsWith(":")) continue;
+        comment = false;
+        if (line.startsWith("event: ")) event = line.slice("event: ".length);
+        else if (line.startsWith("data: ")) data = line.slice("data: ".length);
+        else throw new Error(`unexpected SSE line: ${JSON.stringify(line)}`);
+      }
+      return { raw, event, data, comment };
+    });
 }
 
 /** A `chat.completion.chunk` as sent by the edge. */
@@ -52,13 +56,19 @@ export function dataJson(frames: SseFrame[]): unknown[] {
 
 /** The chunks of a stream, typed after a shape check of each. */
 export function chunksOf(frames: SseFrame[]): ChunkJson[] {
-  return frames.filter((f) => f.event === undefined && f.data !== undefined && f.data !== "[DONE]").map((f) => {
-    const value = tryJson(f.data ?? "");
-    if (typeof value !== "object" || value === null || (value as { object?: unknown }).object !== "chat.completion.chunk") {
-      throw new Error(`not a chunk: ${f.data}`);
-    }
-    return value as ChunkJson;
-  });
+  return frames
+    .filter((f) => f.event === undefined && f.data !== undefined && f.data !== "[DONE]")
+    .map((f) => {
+      const value = tryJson(f.data ?? "");
+      if (
+        typeof value !== "object" ||
+        value === null ||
+        (value as { object?: unknown }).object !== "chat.completion.chunk"
+      ) {
+        throw new Error(`not a chunk: ${f.data}`);
+      }
+      return value as ChunkJson;
+    });
 }
 
 /** Concatenated content of all content chunks. */

@@ -23,7 +23,9 @@ export function readStream(body: ReadableStream<Uint8Array>): StreamReader {
   let text = "";
   let ended: StreamEnd | undefined;
   const waiters = new Set<() => void>();
-  const notify = () => { for (const w of [...waiters]) w(); };
+  const notify = () => {
+    for (const w of [...waiters]) w();
+  };
   const decoder = new TextDecoder();
   const reader = body.getReader();
 
@@ -52,7 +54,8 @@ export function readStream(body: ReadableStream<Uint8Array>): StreamReader {
       return new Promise<void>((resolve, reject) => {
         const check = () => {
           if (test(text)) return finish();
-          if (ended) return finish(new Error(`the stream ended first (${ended.error?.message ?? "cleanly"}); got:\n${text}`));
+          if (ended)
+            return finish(new Error(`the stream ended first (${ended.error?.message ?? "cleanly"}); got:\n${text}`));
         };
         const timer = setTimeout(() => finish(new Error(`not seen within ${timeoutMs} ms; got:\n${text}`)), timeoutMs);
         function finish(err?: Error) {
@@ -73,7 +76,10 @@ export function contentDeltas(text: string): string[] {
   const complete = text.slice(0, text.lastIndexOf("\n\n") + 1);
   const out: string[] = [];
   for (const frame of complete.split("\n\n")) {
-    const data = frame.split("\n").find((l) => l.startsWith("data: "))?.slice("data: ".length);
+    const data = frame
+      .split("\n")
+      .find((l) => l.startsWith("data: "))
+      ?.slice("data: ".length);
     if (data === undefined || data === "[DONE]") continue;
     const value = tryJson(data) as { choices?: Array<{ delta?: { content?: unknown } }> } | undefined;
     const content = value?.choices?.[0]?.delta?.content;

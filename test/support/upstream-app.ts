@@ -36,12 +36,20 @@ export interface UpstreamApp extends TestApp {
  * Starts Sluice with a models file holding `service-extract` plus `models` (priced as
  * README's llama example). `env` is the app config; `lookupEnv` is where `apiKeyEnv` is read.
  */
-export async function startUpstreamApp(models: OpenAIModelSpec[], options: { env?: Record<string, string>; lookupEnv?: Record<string, string> } = {}): Promise<UpstreamApp> {
+export async function startUpstreamApp(
+  models: OpenAIModelSpec[],
+  options: { env?: Record<string, string>; lookupEnv?: Record<string, string> } = {},
+): Promise<UpstreamApp> {
   const dir = await mkdtemp(join(tmpdir(), "sluice-upstream-"));
   const modelsPath = join(dir, "models.json");
   const file = {
     models: [
-      { name: "service-extract", engine: "extractive", inputUsdMicrosPerMillion: 1_000_000, outputUsdMicrosPerMillion: 2_000_000 },
+      {
+        name: "service-extract",
+        engine: "extractive",
+        inputUsdMicrosPerMillion: 1_000_000,
+        outputUsdMicrosPerMillion: 2_000_000,
+      },
       ...models.map((m) => ({ engine: "openai", ...LLAMA_PRICES, ...m })),
     ],
   };
@@ -65,7 +73,13 @@ export async function startUpstreamApp(models: OpenAIModelSpec[], options: { env
 
 /** What a call costs at LLAMA_PRICES, rounded up to a whole micro (DESIGN: Money). */
 export function llamaCost(promptTokens: number, completionTokens: number): bigint {
-  return BigInt(Math.ceil((promptTokens * LLAMA_PRICES.inputUsdMicrosPerMillion + completionTokens * LLAMA_PRICES.outputUsdMicrosPerMillion) / 1_000_000));
+  return BigInt(
+    Math.ceil(
+      (promptTokens * LLAMA_PRICES.inputUsdMicrosPerMillion +
+        completionTokens * LLAMA_PRICES.outputUsdMicrosPerMillion) /
+        1_000_000,
+    ),
+  );
 }
 
 /** The chat-completion requests an upstream received, in order. */
@@ -110,14 +124,24 @@ export async function expectUnbilled(app: TestApp, accountId: string): Promise<v
 }
 
 /** Asserts exactly one usage record and a charge equal to `llamaCost` of the given usage. */
-export async function expectBilledOnce(app: TestApp, accountId: string, model: string, usage: { prompt_tokens: number; completion_tokens: number }): Promise<void> {
+export async function expectBilledOnce(
+  app: TestApp,
+  accountId: string,
+  model: string,
+  usage: { prompt_tokens: number; completion_tokens: number },
+): Promise<void> {
   const cost = llamaCost(usage.prompt_tokens, usage.completion_tokens);
   const balance = await balanceOf(app, accountId);
   expect({ spent: balance.spent, reserved: balance.reserved }).toEqual({ spent: cost, reserved: 0n });
   const records = await usageRecordsOf(app, accountId);
-  expect(records.map((r) => ({ model: r.model, prompt: r.promptTokens, completion: r.completionTokens, cost: r.costUsdMicros }))).toEqual([
-    { model, prompt: BigInt(usage.prompt_tokens), completion: BigInt(usage.completion_tokens), cost },
-  ]);
+  expect(
+    records.map((r) => ({
+      model: r.model,
+      prompt: r.promptTokens,
+      completion: r.completionTokens,
+      cost: r.costUsdMicros,
+    })),
+  ).toEqual([{ model, prompt: BigInt(usage.prompt_tokens), completion: BigInt(usage.completion_tokens), cost }]);
 }
 
 /** A promise that resolves after `ms`. */

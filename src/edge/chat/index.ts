@@ -19,7 +19,15 @@ const CALLER_GONE = Object.freeze(new Error("the caller went away"));
 async function refuseBody(res: ServerResponse, deps: EdgeDeps, r: EdgeRequest, refusal: ConnectError): Promise<void> {
   let headers: Record<string, string> = { "x-request-id": r.requestId };
   try {
-    await deps.clients.identity.getCaller({}, { ...coreCall(r), onHeader: (h) => { headers = { ...headers, ...rateLimitHeadersOf(h) }; } });
+    await deps.clients.identity.getCaller(
+      {},
+      {
+        ...coreCall(r),
+        onHeader: (h) => {
+          headers = { ...headers, ...rateLimitHeadersOf(h) };
+        },
+      },
+    );
   } catch (err) {
     return writeCoreError(res, err, deps.links, headers, false);
   }
@@ -32,12 +40,19 @@ async function refuseBody(res: ServerResponse, deps: EdgeDeps, r: EdgeRequest, r
  * the rate limit), and only then is the body read, parsed and handed to the core, which charges
  * the rate limit together with the call's reservation and applies every other rule.
  */
-export async function handleChat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: EdgeRequest): Promise<void> {
+export async function handleChat(
+  req: IncomingMessage,
+  res: ServerResponse,
+  deps: EdgeDeps,
+  r: EdgeRequest,
+): Promise<void> {
   const base = { "x-request-id": r.requestId };
   // A caller may leave at any stage, before the call reaches the core included: the signal
   // is wired first, so the core hears of it whenever it happens.
   const abort = new AbortController();
-  const onClose = () => { if (!res.writableFinished) abort.abort(CALLER_GONE); };
+  const onClose = () => {
+    if (!res.writableFinished) abort.abort(CALLER_GONE);
+  };
   res.on("close", onClose);
   try {
     await chat(req, res, deps, r, base, abort.signal);
@@ -47,8 +62,16 @@ export async function handleChat(req: IncomingMessage, res: ServerResponse, deps
 }
 
 /** The call itself, with the caller's departure as `signal`. */
-async function chat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r: EdgeRequest, base: Record<string, string>, signal: AbortSignal): Promise<void> {
-  if (r.authorization === undefined) return writeError(res, httpErrorFor("missing_bearer_token", deps.links), base, true);
+async function chat(
+  req: IncomingMessage,
+  res: ServerResponse,
+  deps: EdgeDeps,
+  r: EdgeRequest,
+  base: Record<string, string>,
+  signal: AbortSignal,
+): Promise<void> {
+  if (r.authorization === undefined)
+    return writeError(res, httpErrorFor("missing_bearer_token", deps.links), base, true);
   if (declaredTooLarge(req)) return writeError(res, bodyTooLarge(), base, true);
   try {
     await deps.clients.identity.checkApiKey({}, coreCall(r));
@@ -73,11 +96,24 @@ async function chat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r
     return refuseBody(res, deps, r, sluiceError("body_must_be_object"));
   }
   if (!nestsWithin(body, MAX_BODY_DEPTH)) {
-    return refuseBody(res, deps, r, sluiceError("invalid_request_body", { message: `the body nests deeper than ${MAX_BODY_DEPTH} levels` }));
+    return refuseBody(
+      res,
+      deps,
+      r,
+      sluiceError("invalid_request_body", { message: `the body nests deeper than ${MAX_BODY_DEPTH} levels` }),
+    );
   }
   const wire = fromWire(body as Record<string, unknown>);
   if ("field" in wire) {
-    return refuseBody(res, deps, r, sluiceError("invalid_request_body", { message: `${wire.field}: ${wire.message}`, metadata: { field: wire.field } }));
+    return refuseBody(
+      res,
+      deps,
+      r,
+      sluiceError("invalid_request_body", {
+        message: `${wire.field}: ${wire.message}`,
+        metadata: { field: wire.field },
+      }),
+    );
   }
 
   const keyed = { ...base };
@@ -86,19 +122,28 @@ async function chat(req: IncomingMessage, res: ServerResponse, deps: EdgeDeps, r
   try {
     if (!wire.stream) {
       const out = await deps.clients.completion.createChatCompletion({ params: wire.params }, options);
-      return writeJson(res, 200, {
-        id: out.id,
-        object: "chat.completion",
-        created: Number(out.created),
-        model: out.model,
-        choices: (out.choices.length > 0 ? out.choices : [{ index: 0, ...out }]).map((c) => ({
-          index: c.index,
-          message: { role: "assistant", content: c.content, ...(c.toolCalls.length > 0 && { tool_calls: c.toolCalls }) },
-          logprobs: c.logprobs ?? null,
-          finish_reason: finishOf(c.finishReason),
-        })),
-        usage: usageJson(out.usage),
-      }, keyed);
+      return writeJson(
+        res,
+        200,
+        {
+          id: out.id,
+          object: "chat.completion",
+          created: Number(out.created),
+          model: out.model,
+          choices: (out.choices.length > 0 ? out.choices : [{ index: 0, ...out }]).map((c) => ({
+            index: c.index,
+            message: {
+              role: "assistant",
+              content: c.content,
+              ...(c.toolCalls.length > 0 && { tool_calls: c.toolCalls }),
+            },
+            logprobs: c.logprobs ?? null,
+            finish_reason: finishOf(c.finishReason),
+          })),
+          usage: usageJson(out.usage),
+        },
+        keyed,
+      );
     }
     await streamChat(res, deps, deps.clients.completion.streamChatCompletion({ params: wire.params }, options), keyed);
   } catch (err) {

@@ -1,7 +1,11 @@
 import type { ServerResponse } from "node:http";
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ListValueSchema } from "@bufbuild/protobuf/wkt";
-import { FinishReason, type StreamChatCompletionResponse, type Usage } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import {
+  FinishReason,
+  type StreamChatCompletionResponse,
+  type Usage,
+} from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { isBillingUnknown, reasonOf, STREAM_INTERNAL_ERROR, streamAbortPayload } from "../../errors/catalogue.ts";
 import type { EdgeDeps } from "../context.ts";
 import { createSseWriter } from "../sse.ts";
@@ -49,7 +53,12 @@ type Held = { event: StreamChatCompletionResponse; text: string };
  *   so a stall never hides a token.
  * Writes are batched per tick by the SSE writer, and a full socket pauses the call.
  */
-export async function streamChat(res: ServerResponse, deps: StreamDeps, events: AsyncIterable<StreamChatCompletionResponse>, headers: Record<string, string>): Promise<void> {
+export async function streamChat(
+  res: ServerResponse,
+  deps: StreamDeps,
+  events: AsyncIterable<StreamChatCompletionResponse>,
+  headers: Record<string, string>,
+): Promise<void> {
   const sse = createSseWriter(res, deps.keepAliveMs);
   // A slow first token: open the stream and show it is alive, so proxies keep the connection.
   const firstWait = setTimeout(() => {
@@ -65,8 +74,18 @@ export async function streamChat(res: ServerResponse, deps: StreamDeps, events: 
   const chunk = (e: StreamChatCompletionResponse, delta: Record<string, JsonValue>, finish: string | null) => {
     const index = e.choiceIndex;
     sse.data({
-      id: e.id, object: "chat.completion.chunk", created: Number(e.created), model: e.model,
-      choices: [{ index, delta: sentRole.has(index) ? delta : { role: "assistant", ...delta }, logprobs: null, finish_reason: finish }],
+      id: e.id,
+      object: "chat.completion.chunk",
+      created: Number(e.created),
+      model: e.model,
+      choices: [
+        {
+          index,
+          delta: sentRole.has(index) ? delta : { role: "assistant", ...delta },
+          logprobs: null,
+          finish_reason: finish,
+        },
+      ],
     });
     sentRole.add(index);
   };
@@ -119,7 +138,14 @@ export async function streamChat(res: ServerResponse, deps: StreamDeps, events: 
         finish(e, finishOf(e.event.value));
       } else if (e.event.case === "usage") {
         sendAll();
-        sse.data({ id: e.id, object: "chat.completion.chunk", created: Number(e.created), model: e.model, choices: [], usage: usageJson(e.event.value) });
+        sse.data({
+          id: e.id,
+          object: "chat.completion.chunk",
+          created: Number(e.created),
+          model: e.model,
+          choices: [],
+          usage: usageJson(e.event.value),
+        });
       }
       // Backpressure: a full socket pauses the call (the core's engine waits for this loop);
       // a reader stuck past the write timeout is cut, and the core releases the call unbilled.
@@ -139,7 +165,9 @@ export async function streamChat(res: ServerResponse, deps: StreamDeps, events: 
     if (reasonOf(err) === "spend_cap_exceeded") {
       sse.event("error", streamAbortPayload("spend_cap_exceeded", deps.links));
     } else if (billingUnknownTo(err)) {
-      deps.logger.warn("stream cut with its billing unknown", { error: err instanceof Error ? err.message : String(err) });
+      deps.logger.warn("stream cut with its billing unknown", {
+        error: err instanceof Error ? err.message : String(err),
+      });
       res.destroy();
     } else {
       deps.logger.warn("stream failed after start", { error: err instanceof Error ? err.message : String(err) });

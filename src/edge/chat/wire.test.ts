@@ -15,25 +15,57 @@ describe("fromWire", () => {
   it("translates the OpenAI request shape into ChatParams", () => {
     const out = fromWire({
       model: "service-extract",
-      messages: [{ role: "system", content: "S" }, { role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }], name: "u1" }],
-      stream: true, max_tokens: 12, temperature: 0.5, top_p: 0.9, stop: "\n", seed: 7, user: "end-user", n: 1,
-      presence_penalty: 0.1, frequency_penalty: -0.1, unknown_field: { kept: false },
+      messages: [
+        { role: "system", content: "S" },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "a" },
+            { type: "text", text: "b" },
+          ],
+          name: "u1",
+        },
+      ],
+      stream: true,
+      max_tokens: 12,
+      temperature: 0.5,
+      top_p: 0.9,
+      stop: "\n",
+      seed: 7,
+      user: "end-user",
+      n: 1,
+      presence_penalty: 0.1,
+      frequency_penalty: -0.1,
+      unknown_field: { kept: false },
     });
     if ("field" in out) throw new Error(out.message);
     expect(out.stream).toBe(true);
     expect(out.params).toEqual({
       model: "service-extract",
-      messages: [{ role: "system", content: "S" }, { role: "user", content: "a\nb", name: "u1" }],
-      maxTokens: 12n, temperature: 0.5, topP: 0.9, stop: ["\n"], seed: 7n, user: "end-user", n: 1,
-      presencePenalty: 0.1, frequencyPenalty: -0.1,
+      messages: [
+        { role: "system", content: "S" },
+        { role: "user", content: "a\nb", name: "u1" },
+      ],
+      maxTokens: 12n,
+      temperature: 0.5,
+      topP: 0.9,
+      stop: ["\n"],
+      seed: 7n,
+      user: "end-user",
+      n: 1,
+      presencePenalty: 0.1,
+      frequencyPenalty: -0.1,
     });
   });
 
-  it.each([[0], [-5], [1.5], ["12"], [null], [1e20]])("leaves max_tokens %j unset, which the core reads as 4,096", (value) => {
-    const out = fromWire({ messages: [], max_tokens: value });
-    if ("field" in out) throw new Error(out.message);
-    expect(out.params.maxTokens).toBeUndefined();
-  });
+  it.each([[0], [-5], [1.5], ["12"], [null], [1e20]])(
+    "leaves max_tokens %j unset, which the core reads as 4,096",
+    (value) => {
+      const out = fromWire({ messages: [], max_tokens: value });
+      if ("field" in out) throw new Error(out.message);
+      expect(out.params.maxTokens).toBeUndefined();
+    },
+  );
 
   it("falls back to max_completion_tokens", () => {
     const out = fromWire({ messages: [], max_completion_tokens: 9 });
@@ -54,7 +86,12 @@ describe("fromWire", () => {
   });
 
   it("treats null like absent, as OpenAI clients send it", () => {
-    const out = fromWire({ messages: [{ role: "assistant", content: null }], temperature: null, stop: null, stream: null });
+    const out = fromWire({
+      messages: [{ role: "assistant", content: null }],
+      temperature: null,
+      stop: null,
+      stream: null,
+    });
     if ("field" in out) throw new Error(out.message);
     expect(out.stream).toBe(false);
     expect(out.params.messages).toEqual([{ role: "assistant", content: "" }]);
@@ -68,13 +105,19 @@ describe("fromWire", () => {
     ["tools", (v: Record<string, unknown>) => ({ tools: [v] })],
     ["tool_choice", (v: Record<string, unknown>) => ({ tool_choice: v })],
     ["response_format", (v: Record<string, unknown>) => ({ response_format: v })],
-    ["messages.0.tool_calls", (v: Record<string, unknown>) => ({ messages: [{ role: "assistant", content: "", tool_calls: [v] }] })],
+    [
+      "messages.0.tool_calls",
+      (v: Record<string, unknown>) => ({ messages: [{ role: "assistant", content: "", tool_calls: [v] }] }),
+    ],
   ])("refuses %s nesting deeper than MAX_STRUCT_DEPTH as a field error, and accepts it at the limit", (field, body) => {
     const deep = fromWire({ messages: [{ role: "user", content: "hi" }], ...body(nestedObject(MAX_STRUCT_DEPTH + 1)) });
     expect("field" in deep && deep.field.startsWith(field)).toBe(true);
     const atLimit = fromWire({ messages: [{ role: "user", content: "hi" }], ...body(nestedObject(MAX_STRUCT_DEPTH)) });
     if ("field" in atLimit) throw new Error(atLimit.message);
-    const bytes = toBinary(CreateChatCompletionRequestSchema, create(CreateChatCompletionRequestSchema, { params: atLimit.params }));
+    const bytes = toBinary(
+      CreateChatCompletionRequestSchema,
+      create(CreateChatCompletionRequestSchema, { params: atLimit.params }),
+    );
     expect(() => fromBinary(CreateChatCompletionRequestSchema, bytes)).not.toThrow();
   });
 });

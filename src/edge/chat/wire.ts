@@ -18,8 +18,9 @@ const nullable = <T extends z.ZodType>(schema: T) => schema.nullish().transform(
 const textPart = z.object({ type: z.literal("text"), text: z.string() });
 const content = z.union([z.string(), z.array(textPart).transform((parts) => parts.map((p) => p.text).join("\n"))]);
 
-
-const jsonObject = z.record(z.string(), z.json()).refine((v) => nestsWithin(v, MAX_STRUCT_DEPTH), `nests deeper than ${MAX_STRUCT_DEPTH} levels`);
+const jsonObject = z
+  .record(z.string(), z.json())
+  .refine((v) => nestsWithin(v, MAX_STRUCT_DEPTH), `nests deeper than ${MAX_STRUCT_DEPTH} levels`);
 
 const message = z.object({
   role: z.string(),
@@ -30,7 +31,10 @@ const message = z.object({
 });
 
 /** SPEC: a max_tokens that is not a positive integer means "no limit given" (4,096). */
-const maxTokens = z.unknown().optional().transform((v) => (typeof v === "number" && Number.isSafeInteger(v) && v > 0 ? BigInt(v) : undefined));
+const maxTokens = z
+  .unknown()
+  .optional()
+  .transform((v) => (typeof v === "number" && Number.isSafeInteger(v) && v > 0 ? BigInt(v) : undefined));
 
 const request = z.object({
   model: nullable(z.string()),
@@ -46,12 +50,24 @@ const request = z.object({
   user: nullable(z.string()),
   presence_penalty: nullable(z.number()),
   frequency_penalty: nullable(z.number()),
-  n: nullable(z.number().int().min(-(2 ** 31)).max(2 ** 31 - 1)),
+  n: nullable(
+    z
+      .number()
+      .int()
+      .min(-(2 ** 31))
+      .max(2 ** 31 - 1),
+  ),
   tools: nullable(z.array(jsonObject)),
   tool_choice: nullable(z.union([z.string(), jsonObject])),
   response_format: nullable(jsonObject),
   logprobs: nullable(z.boolean()),
-  top_logprobs: nullable(z.number().int().min(-(2 ** 31)).max(2 ** 31 - 1)),
+  top_logprobs: nullable(
+    z
+      .number()
+      .int()
+      .min(-(2 ** 31))
+      .max(2 ** 31 - 1),
+  ),
 });
 
 /** A translated chat request: the core's params and whether to stream. */

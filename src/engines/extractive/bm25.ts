@@ -2,8 +2,7 @@
  * A term is one Han/Kana character (those scripts do not separate words with spaces, so single
  * characters are the simplest unit that still matches), or a run of other letters and digits.
  */
-const WORD =
-  /[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}]|[[\p{L}\p{N}]--[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}]]+/gv;
+const WORD = /[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}]|[[\p{L}\p{N}]--[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}]]+/gv;
 
 const ASCII_LETTER = /^[a-z]$/;
 
@@ -62,7 +61,7 @@ export function bm25Scores(docs: readonly string[], query: string): Float64Array
   if (queryTerms.length === 0 || docs.length === 0) return scores;
 
   const index = new Map<string, number>();
-  queryTerms.forEach((t, i) => index.set(t, i));
+  for (const [i, t] of queryTerms.entries()) index.set(t, i);
   const df = new Float64Array(queryTerms.length);
   const scratch = new Float64Array(queryTerms.length);
   const lengths = new Float64Array(docs.length);

@@ -72,12 +72,7 @@ function firstStop(text: string, stop: readonly string[]): number {
  * it. A character whose tokens straddle the limit is left out, so a LENGTH answer may hold a
  * token or two fewer than `maxTokens` rather than end in a broken character.
  */
-export function planOutput(
-  tokenizer: Tokenizer,
-  answer: string,
-  stop: readonly string[],
-  maxTokens: number,
-): Plan {
+export function planOutput(tokenizer: Tokenizer, answer: string, stop: readonly string[], maxTokens: number): Plan {
   const cut = firstStop(answer, stop);
   const pieces = tokenPieces(tokenizer, cut >= 0 ? answer.slice(0, cut) : answer);
   const total = pieces.reduce((sum, p) => sum + p.tokens, 0);

@@ -101,8 +101,18 @@ describe("extractive engine", () => {
 
   describe("sampling", () => {
     const topics = [
-      "fuel", "orbit", "launch pad", "crew", "engines", "weather", "telemetry", "heat shield",
-      "payload", "countdown", "booster", "recovery ship",
+      "fuel",
+      "orbit",
+      "launch pad",
+      "crew",
+      "engines",
+      "weather",
+      "telemetry",
+      "heat shield",
+      "payload",
+      "countdown",
+      "booster",
+      "recovery ship",
     ];
     const many: EngineMessage[] = [
       { role: "user", content: topics.map((t, i) => `Rocket note ${i + 1} covers the ${t}.`).join(" ") },
@@ -180,7 +190,10 @@ describe("extractive engine", () => {
     const onlyStopwords = await run(request([...messages.slice(0, 2), { role: "user", content: "What is it?" }]));
     expect(onlyStopwords.text).toBe(text);
     const lone = await run(
-      request([{ role: "user", content: "Alpha one. Beta two. Gamma three. Delta four." }, { role: "user", content: "Huh?" }]),
+      request([
+        { role: "user", content: "Alpha one. Beta two. Gamma three. Delta four." },
+        { role: "user", content: "Huh?" },
+      ]),
     );
     expect(lone.text).toBe("Alpha one. Beta two. Gamma three.");
   });

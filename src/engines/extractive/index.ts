@@ -54,7 +54,13 @@ export function createExtractiveEngine(deps: ExtractiveEngineDeps): Engine {
       const plan = planOutput(tokenizer, answer, request.stop, request.maxTokens);
       for (const [i, piece] of plan.pieces.entries()) {
         if (signal.aborted) return;
-        yield { type: "delta", text: piece.text, tokens: piece.tokens, last: i === plan.pieces.length - 1, ...(n > 1 && { choice }) };
+        yield {
+          type: "delta",
+          text: piece.text,
+          tokens: piece.tokens,
+          last: i === plan.pieces.length - 1,
+          ...(n > 1 && { choice }),
+        };
         sinceTurn += piece.tokens;
         if (sinceTurn >= TOKENS_PER_TURN) {
           sinceTurn = 0;

@@ -17,8 +17,24 @@ const WORD_BEFORE = /(\p{L}+)$/u;
  * end a sentence.
  */
 const ABBREVIATIONS: ReadonlySet<string> = new Set([
-  "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "inc", "ltd", "co", "no", "fig",
-  "approx", "dept", "est", "vol",
+  "mr",
+  "mrs",
+  "ms",
+  "dr",
+  "prof",
+  "sr",
+  "jr",
+  "st",
+  "vs",
+  "inc",
+  "ltd",
+  "co",
+  "no",
+  "fig",
+  "approx",
+  "dept",
+  "est",
+  "vol",
 ]);
 
 /**

@@ -55,7 +55,11 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
     ...(options.apiKey !== undefined && { authorization: `Bearer ${options.apiKey}` }),
   };
 
-  async function* attempt(upstream: Upstream, request: EngineRequest, signal: AbortSignal): AsyncGenerator<EngineEvent, "retry" | "done"> {
+  async function* attempt(
+    upstream: Upstream,
+    request: EngineRequest,
+    signal: AbortSignal,
+  ): AsyncGenerator<EngineEvent, "retry" | "done"> {
     const res = await upstream.pool.request({
       path: `${upstream.pathPrefix}/chat/completions`,
       method: "POST",
@@ -73,7 +77,8 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
         return "retry";
       }
       upstream.breaker.success();
-      if (callerFault(res.statusCode)) throw sluiceError("upstream_bad_request", { metadata: { upstream_status: String(res.statusCode) } });
+      if (callerFault(res.statusCode))
+        throw sluiceError("upstream_bad_request", { metadata: { upstream_status: String(res.statusCode) } });
       // 401, 403, 404...: the deployment is misconfigured, not the caller's request.
       throw sluiceError("service_unavailable", { retryAfterMs: NO_UPSTREAM_RETRY_MS });
     }
@@ -87,7 +92,10 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
       for (;;) {
         const picked = pool.pick(tried);
         if (!picked) {
-          throw sluiceError("service_unavailable", { retryAfterMs: NO_UPSTREAM_RETRY_MS, message: "No model server can take the call now. Back off and retry." });
+          throw sluiceError("service_unavailable", {
+            retryAfterMs: NO_UPSTREAM_RETRY_MS,
+            message: "No model server can take the call now. Back off and retry.",
+          });
         }
         const { upstream, probe } = picked;
         tried.add(upstream);
@@ -120,10 +128,18 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
           }
           upstream.breaker.failure();
           judged = true;
-          options.logger.warn("upstream call failed", { upstream: upstream.label, error: describe(err), afterFirstDelta: delivered });
+          options.logger.warn("upstream call failed", {
+            upstream: upstream.label,
+            error: describe(err),
+            afterFirstDelta: delivered,
+          });
           // After the first delta no other upstream can take over: the model server failed the
           // call, which is a temporary unavailability (503), not a bug of Sluice's (500).
-          if (delivered) throw sluiceError("service_unavailable", { retryAfterMs: NO_UPSTREAM_RETRY_MS, message: "The model server failed mid-answer. Back off and retry." });
+          if (delivered)
+            throw sluiceError("service_unavailable", {
+              retryAfterMs: NO_UPSTREAM_RETRY_MS,
+              message: "The model server failed mid-answer. Back off and retry.",
+            });
         } finally {
           upstream.outstanding -= 1;
           if (probe && !judged) upstream.breaker.release();

@@ -18,7 +18,8 @@ async function collect(frames: string[]): Promise<EngineEvent[]> {
   return events;
 }
 
-const chunk = (choice: object, extra: object = {}) => JSON.stringify({ id: "x", object: "chat.completion.chunk", choices: [choice], ...extra });
+const chunk = (choice: object, extra: object = {}) =>
+  JSON.stringify({ id: "x", object: "chat.completion.chunk", choices: [choice], ...extra });
 
 describe("parseUpstreamStream", () => {
   it("yields content deltas, then done with the upstream's usage and finish reason", async () => {
@@ -38,7 +39,9 @@ describe("parseUpstreamStream", () => {
   });
 
   it("passes tool-call fragments through and maps finish_reason tool_calls", async () => {
-    const fragment = [{ index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "{\"ci" } }];
+    const fragment = [
+      { index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"ci' } },
+    ];
     const events = await collect([
       chunk({ index: 0, delta: { tool_calls: fragment } }),
       chunk({ index: 0, delta: {}, finish_reason: "tool_calls" }),
@@ -55,11 +58,22 @@ describe("parseUpstreamStream", () => {
       chunk({ index: 0, delta: {}, finish_reason: "stop" }),
       "[DONE]",
     ]);
-    expect(events.at(-1)).toEqual({ type: "done", finishReason: FinishReason.STOP, logprobs: { content: [{ token: "a", logprob: -0.1 }, { token: "b", logprob: -0.2 }] } });
+    expect(events.at(-1)).toEqual({
+      type: "done",
+      finishReason: FinishReason.STOP,
+      logprobs: {
+        content: [
+          { token: "a", logprob: -0.1 },
+          { token: "b", logprob: -0.2 },
+        ],
+      },
+    });
   });
 
   it("fails a stream that ends before finishing, sends an error, or sends bad JSON", async () => {
-    await expect(collect([chunk({ index: 0, delta: { content: "half" } })])).rejects.toBeInstanceOf(UpstreamStreamError);
+    await expect(collect([chunk({ index: 0, delta: { content: "half" } })])).rejects.toBeInstanceOf(
+      UpstreamStreamError,
+    );
     await expect(collect([JSON.stringify({ error: { message: "boom" } })])).rejects.toThrow(/error mid-stream/);
     await expect(collect(["{not json"])).rejects.toThrow(/not JSON/);
   });
@@ -82,7 +96,11 @@ describe("parseUpstreamStream", () => {
     expect(events).toEqual([
       { type: "delta", text: "a0", tokens: tokenizer.count("a0") },
       { type: "delta", text: "b0", tokens: tokenizer.count("b0"), choice: 1 },
-      { type: "done", finishReason: FinishReason.STOP, choices: [{ finishReason: FinishReason.STOP }, { finishReason: FinishReason.LENGTH }] },
+      {
+        type: "done",
+        finishReason: FinishReason.STOP,
+        choices: [{ finishReason: FinishReason.STOP }, { finishReason: FinishReason.LENGTH }],
+      },
     ]);
   });
 
@@ -97,7 +115,9 @@ describe("parseUpstreamStream", () => {
       chunk({ index: 1, delta: { content: "half" } }),
     ];
     const run = async () => {
-      for await (const _ of parseUpstreamStream(body(frames), tokenizer, 2)) { /* drain */ }
+      for await (const _ of parseUpstreamStream(body(frames), tokenizer, 2)) {
+        /* drain */
+      }
     };
     await expect(run()).rejects.toBeInstanceOf(UpstreamStreamError);
   });

@@ -33,7 +33,11 @@ interface ChunkShape {
  * locally, for mid-call reservation), tool-call fragments as they come, then `done` with the
  * upstream's usage when it sent one (vLLM, OpenAI and llama.cpp do with include_usage).
  */
-export async function* parseUpstreamStream(body: AsyncIterable<Uint8Array>, tokenizer: Tokenizer, maxChoices = 1): AsyncGenerator<EngineEvent> {
+export async function* parseUpstreamStream(
+  body: AsyncIterable<Uint8Array>,
+  tokenizer: Tokenizer,
+  maxChoices = 1,
+): AsyncGenerator<EngineEvent> {
   const queue: EventSourceMessage[] = [];
   const parser = createParser({ onEvent: (event) => queue.push(event) });
   const decoder = new TextDecoder();
@@ -60,20 +64,34 @@ export async function* parseUpstreamStream(body: AsyncIterable<Uint8Array>, toke
         throw new UpstreamStreamError("the upstream sent a chunk that is not JSON");
       }
       if (chunk.error !== undefined) throw new UpstreamStreamError("the upstream reported an error mid-stream");
-      if (chunk.usage && typeof chunk.usage.prompt_tokens === "number" && typeof chunk.usage.completion_tokens === "number") {
+      if (
+        chunk.usage &&
+        typeof chunk.usage.prompt_tokens === "number" &&
+        typeof chunk.usage.completion_tokens === "number"
+      ) {
         usage = { promptTokens: chunk.usage.prompt_tokens, completionTokens: chunk.usage.completion_tokens };
       }
       for (const choice of chunk.choices ?? []) {
         const index = choice.index ?? 0;
-        if (!Number.isSafeInteger(index) || index < 0 || index >= maxChoices) throw new UpstreamStreamError("the upstream sent a choice that was not asked for");
+        if (!Number.isSafeInteger(index) || index < 0 || index >= maxChoices)
+          throw new UpstreamStreamError("the upstream sent a choice that was not asked for");
         seen = Math.max(seen, index + 1);
         const text = choice.delta?.content ?? "";
         const toolCalls = choice.delta?.tool_calls;
         if (text || toolCalls?.length) {
           const counted = tokenizer.count(text) + (toolCalls ? tokenizer.count(JSON.stringify(toolCalls)) : 0);
-          yield { type: "delta", text, tokens: Math.max(1, counted), ...(toolCalls?.length && { toolCalls }), ...(index > 0 && { choice: index }) };
+          yield {
+            type: "delta",
+            text,
+            tokens: Math.max(1, counted),
+            ...(toolCalls?.length && { toolCalls }),
+            ...(index > 0 && { choice: index }),
+          };
         }
-        if (choice.logprobs?.content) (logprobs[index] ??= []).push(...choice.logprobs.content);
+        if (choice.logprobs?.content) {
+          logprobs[index] ??= [];
+          logprobs[index].push(...choice.logprobs.content);
+        }
         if (choice.finish_reason) finish[index] = FINISH[choice.finish_reason] ?? FinishReason.STOP;
       }
     }

@@ -45,7 +45,9 @@ export function createUpstreamPool(options: UpstreamPoolOptions) {
     upstreams,
     /** The next upstream to try (and whether the call is its breaker's probe), or undefined when every untried one is set aside. */
     pick(tried: ReadonlySet<Upstream>): { upstream: Upstream; probe: boolean } | undefined {
-      const candidates = upstreams.filter((u) => !tried.has(u) && u.breaker.available()).sort((a, b) => a.outstanding - b.outstanding);
+      const candidates = upstreams
+        .filter((u) => !tried.has(u) && u.breaker.available())
+        .sort((a, b) => a.outstanding - b.outstanding);
       for (const upstream of candidates) {
         const grant = upstream.breaker.tryAcquire();
         if (grant) return { upstream, probe: grant === "probe" };

@@ -4,7 +4,10 @@ import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
 import {
-  AdminService, ListApiKeysResponseSchema, PaymentStatus, SubscriptionStatus,
+  AdminService,
+  ListApiKeysResponseSchema,
+  PaymentStatus,
+  SubscriptionStatus,
 } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { CompletionService, FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { createModelRegistry } from "../../engines/models.ts";
@@ -23,7 +26,16 @@ function setup(token: string | null = TOKEN) {
   const adminToken = token ?? undefined;
   const store = createMemoryStore();
   const models = createModelRegistry(
-    [{ name: "service-extract", engine: "extractive", inputUsdMicrosPerMillion: 1_000_000, outputUsdMicrosPerMillion: 2_000_000, free: false, tokenizer: "o200k_base" }],
+    [
+      {
+        name: "service-extract",
+        engine: "extractive",
+        inputUsdMicrosPerMillion: 1_000_000,
+        outputUsdMicrosPerMillion: 2_000_000,
+        free: false,
+        tokenizer: "o200k_base",
+      },
+    ],
     () => ({
       async *generate() {
         yield { type: "delta", text: "a", tokens: 1 };
@@ -33,45 +45,83 @@ function setup(token: string | null = TOKEN) {
     }),
   );
   const core = createCore({
-    store, models, tokenizer: createTokenizer(), logger: silentLogger, now: () => NOW, reservationTtlMs: 60_000, adminToken,
+    store,
+    models,
+    tokenizer: createTokenizer(),
+    logger: silentLogger,
+    now: () => NOW,
+    reservationTtlMs: 60_000,
+    adminToken,
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
-  return { store, admin: createClient(AdminService, transport), completion: createClient(CompletionService, transport) };
+  return {
+    store,
+    admin: createClient(AdminService, transport),
+    completion: createClient(CompletionService, transport),
+  };
 }
 
 describe("AdminService", () => {
   describe("authentication", () => {
     it("is off, with admin_disabled, when no admin token is configured", async () => {
       const { admin } = setup(null);
-      await expectFailure(() => admin.createAccount({ onboardingComplete: true }, ADMIN), Code.PermissionDenied, "admin_disabled");
+      await expectFailure(
+        () => admin.createAccount({ onboardingComplete: true }, ADMIN),
+        Code.PermissionDenied,
+        "admin_disabled",
+      );
       await expectFailure(() => admin.getAccount({ accountId: randomUUID() }), Code.PermissionDenied, "admin_disabled");
-      await expectFailure(() => admin.createAccount({}, { headers: { authorization: "Bearer undefined" } }), Code.PermissionDenied, "admin_disabled");
+      await expectFailure(
+        () => admin.createAccount({}, { headers: { authorization: "Bearer undefined" } }),
+        Code.PermissionDenied,
+        "admin_disabled",
+      );
     });
 
     it.each([
-      ["no header", {}], ["a wrong token", { authorization: "Bearer wrong" }], ["a longer token", { authorization: `Bearer ${TOKEN}x` }],
-      ["a prefix of the token", { authorization: `Bearer ${TOKEN.slice(0, -1)}` }], ["a Basic header", { authorization: `Basic ${TOKEN}` }],
+      ["no header", {}],
+      ["a wrong token", { authorization: "Bearer wrong" }],
+      ["a longer token", { authorization: `Bearer ${TOKEN}x` }],
+      ["a prefix of the token", { authorization: `Bearer ${TOKEN.slice(0, -1)}` }],
+      ["a Basic header", { authorization: `Basic ${TOKEN}` }],
     ])("refuses %s with invalid_admin_token", async (_name, headers: Record<string, string>) => {
       const { admin } = setup();
-      await expectFailure(() => admin.createAccount({ onboardingComplete: true }, { headers }), Code.Unauthenticated, "invalid_admin_token");
+      await expectFailure(
+        () => admin.createAccount({ onboardingComplete: true }, { headers }),
+        Code.Unauthenticated,
+        "invalid_admin_token",
+      );
     });
 
     it("does not take an API key as the admin token", async () => {
       const { admin } = setup();
       const { account } = await admin.createAccount({ onboardingComplete: true }, ADMIN);
       const { secret } = await admin.createApiKey({ accountId: account?.id ?? "" }, ADMIN);
-      await expectFailure(() => admin.getAccount({ accountId: account?.id ?? "" }, { headers: { authorization: `Bearer ${secret}` } }), Code.Unauthenticated, "invalid_admin_token");
+      await expectFailure(
+        () => admin.getAccount({ accountId: account?.id ?? "" }, { headers: { authorization: `Bearer ${secret}` } }),
+        Code.Unauthenticated,
+        "invalid_admin_token",
+      );
     });
   });
 
   describe("accounts", () => {
     it("creates an account and reads it back with its period balance", async () => {
       const { admin } = setup();
-      const { account } = await admin.createAccount({ email: "ops@example.com", spendCapUsdMicros: 10_000_000n, onboardingComplete: true }, ADMIN);
+      const { account } = await admin.createAccount(
+        { email: "ops@example.com", spendCapUsdMicros: 10_000_000n, onboardingComplete: true },
+        ADMIN,
+      );
       expect(account?.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
       expect(account).toMatchObject({
-        email: "ops@example.com", spendCapUsdMicros: 10_000_000n, onboardingComplete: true, paymentStatus: PaymentStatus.OK,
-        subscriptionStatus: SubscriptionStatus.ACTIVE, period: "2026-11", spentUsdMicros: 0n, reservedUsdMicros: 0n,
+        email: "ops@example.com",
+        spendCapUsdMicros: 10_000_000n,
+        onboardingComplete: true,
+        paymentStatus: PaymentStatus.OK,
+        subscriptionStatus: SubscriptionStatus.ACTIVE,
+        period: "2026-11",
+        spentUsdMicros: 0n,
+        reservedUsdMicros: 0n,
       });
       const { account: got } = await admin.getAccount({ accountId: account?.id ?? "" }, ADMIN);
       expect(got).toEqual(account);
@@ -86,34 +136,74 @@ describe("AdminService", () => {
 
     it("refuses an unknown account and a malformed id", async () => {
       const { admin } = setup();
-      await expectFailure(() => admin.getAccount({ accountId: randomUUID() }, ADMIN), Code.NotFound, "account_not_found");
-      await expectFailure(() => admin.updateAccount({ accountId: randomUUID(), onboardingComplete: true }, ADMIN), Code.NotFound, "account_not_found");
-      await expectFailure(() => admin.createApiKey({ accountId: randomUUID() }, ADMIN), Code.NotFound, "account_not_found");
+      await expectFailure(
+        () => admin.getAccount({ accountId: randomUUID() }, ADMIN),
+        Code.NotFound,
+        "account_not_found",
+      );
+      await expectFailure(
+        () => admin.updateAccount({ accountId: randomUUID(), onboardingComplete: true }, ADMIN),
+        Code.NotFound,
+        "account_not_found",
+      );
+      await expectFailure(
+        () => admin.createApiKey({ accountId: randomUUID() }, ADMIN),
+        Code.NotFound,
+        "account_not_found",
+      );
       for (const accountId of ["not-a-uuid", "", "12345"]) {
-        const err = await expectFailure(() => admin.getAccount({ accountId }, ADMIN), Code.InvalidArgument, "invalid_argument");
+        const err = await expectFailure(
+          () => admin.getAccount({ accountId }, ADMIN),
+          Code.InvalidArgument,
+          "invalid_argument",
+        );
         expect(err.findDetails(ErrorInfoSchema)[0]?.metadata.field).toBe("account_id");
       }
     });
 
     it("refuses a negative cap and a malformed email", async () => {
       const { admin } = setup();
-      await expectFailure(() => admin.createAccount({ spendCapUsdMicros: -1n }, ADMIN), Code.InvalidArgument, "invalid_argument");
-      await expectFailure(() => admin.createAccount({ email: "not an email" }, ADMIN), Code.InvalidArgument, "invalid_argument");
+      await expectFailure(
+        () => admin.createAccount({ spendCapUsdMicros: -1n }, ADMIN),
+        Code.InvalidArgument,
+        "invalid_argument",
+      );
+      await expectFailure(
+        () => admin.createAccount({ email: "not an email" }, ADMIN),
+        Code.InvalidArgument,
+        "invalid_argument",
+      );
     });
 
     it("updates only the fields that are set", async () => {
       const { admin } = setup();
-      const { account } = await admin.createAccount({ email: "a@example.com", spendCapUsdMicros: 5_000n, onboardingComplete: true }, ADMIN);
+      const { account } = await admin.createAccount(
+        { email: "a@example.com", spendCapUsdMicros: 5_000n, onboardingComplete: true },
+        ADMIN,
+      );
       const accountId = account?.id ?? "";
       const failed = (await admin.updateAccount({ accountId, paymentStatus: PaymentStatus.FAILED }, ADMIN)).account;
       expect(failed).toEqual({ ...account, paymentStatus: PaymentStatus.FAILED });
       const capped = (await admin.updateAccount({ accountId, spendCapUsdMicros: 7n }, ADMIN)).account;
       expect(capped).toEqual({ ...account, paymentStatus: PaymentStatus.FAILED, spendCapUsdMicros: 7n });
-      const canceled = (await admin.updateAccount({ accountId, subscriptionStatus: SubscriptionStatus.CANCELED, onboardingComplete: false }, ADMIN)).account;
-      expect(canceled).toEqual({ ...capped, subscriptionStatus: SubscriptionStatus.CANCELED, onboardingComplete: false });
+      const canceled = (
+        await admin.updateAccount(
+          { accountId, subscriptionStatus: SubscriptionStatus.CANCELED, onboardingComplete: false },
+          ADMIN,
+        )
+      ).account;
+      expect(canceled).toEqual({
+        ...capped,
+        subscriptionStatus: SubscriptionStatus.CANCELED,
+        onboardingComplete: false,
+      });
       expect((await admin.updateAccount({ accountId }, ADMIN)).account).toEqual(canceled);
       expect((await admin.getAccount({ accountId }, ADMIN)).account).toEqual(canceled);
-      await expectFailure(() => admin.updateAccount({ accountId, spendCapUsdMicros: -5n }, ADMIN), Code.InvalidArgument, "invalid_argument");
+      await expectFailure(
+        () => admin.updateAccount({ accountId, spendCapUsdMicros: -5n }, ADMIN),
+        Code.InvalidArgument,
+        "invalid_argument",
+      );
     });
   });
 
@@ -152,7 +242,11 @@ describe("AdminService", () => {
       const { account } = await admin.createAccount({}, ADMIN);
       const accountId = account?.id ?? "";
       for (const limits of [{ rateLimitRps: 0 }, { rateLimitRps: -1 }, { burst: 0 }]) {
-        await expectFailure(() => admin.createApiKey({ accountId, ...limits }, ADMIN), Code.InvalidArgument, "invalid_argument");
+        await expectFailure(
+          () => admin.createApiKey({ accountId, ...limits }, ADMIN),
+          Code.InvalidArgument,
+          "invalid_argument",
+        );
       }
     });
 
@@ -167,7 +261,11 @@ describe("AdminService", () => {
       expect(revoked.apiKey).toMatchObject({ id: apiKey?.id, revoked: true });
       expect((await admin.listApiKeys({ accountId }, ADMIN)).apiKeys[0]?.revoked).toBe(true);
       await expectFailure(() => completion.listModels({}, call), Code.Unauthenticated, "invalid_api_key");
-      await expectFailure(() => admin.revokeApiKey({ apiKeyId: "key_missing" }, ADMIN), Code.NotFound, "api_key_not_found");
+      await expectFailure(
+        () => admin.revokeApiKey({ apiKeyId: "key_missing" }, ADMIN),
+        Code.NotFound,
+        "api_key_not_found",
+      );
     });
   });
 
@@ -176,13 +274,35 @@ describe("AdminService", () => {
     const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: 1_000n }, ADMIN);
     const accountId = account?.id ?? "";
     const { apiKey, secret } = await admin.createApiKey({ accountId }, ADMIN);
-    const done = await completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization: `Bearer ${secret}` } });
+    const done = await completion.createChatCompletion(
+      { params: { prompt: "hi" } },
+      { headers: { authorization: `Bearer ${secret}` } },
+    );
     const { usageRecords, nextPageToken } = await admin.listUsageRecords({ accountId }, ADMIN);
     expect(nextPageToken).toBe("");
     expect(usageRecords).toHaveLength(1);
-    expect(usageRecords[0]).toMatchObject({ id: done.id, accountId, apiKeyId: apiKey?.id, model: "service-extract", promptTokens: 7n, completionTokens: 1n, costUsdMicros: 9n });
-    expect((await admin.getAccount({ accountId }, ADMIN)).account).toMatchObject({ spentUsdMicros: 9n, reservedUsdMicros: 0n });
-    await expectFailure(() => admin.listUsageRecords({ accountId, pageToken: "garbage" }, ADMIN), Code.InvalidArgument, "invalid_argument");
-    await expectFailure(() => admin.listUsageRecords({ accountId: randomUUID() }, ADMIN), Code.NotFound, "account_not_found");
+    expect(usageRecords[0]).toMatchObject({
+      id: done.id,
+      accountId,
+      apiKeyId: apiKey?.id,
+      model: "service-extract",
+      promptTokens: 7n,
+      completionTokens: 1n,
+      costUsdMicros: 9n,
+    });
+    expect((await admin.getAccount({ accountId }, ADMIN)).account).toMatchObject({
+      spentUsdMicros: 9n,
+      reservedUsdMicros: 0n,
+    });
+    await expectFailure(
+      () => admin.listUsageRecords({ accountId, pageToken: "garbage" }, ADMIN),
+      Code.InvalidArgument,
+      "invalid_argument",
+    );
+    await expectFailure(
+      () => admin.listUsageRecords({ accountId: randomUUID() }, ADMIN),
+      Code.NotFound,
+      "account_not_found",
+    );
   });
 });

@@ -2,9 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
-import {
-  type AdminService, PaymentStatus, SubscriptionStatus,
-} from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
+import { type AdminService, PaymentStatus, SubscriptionStatus } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { sluiceError } from "../../errors/catalogue.ts";
 import type { AccountPatch, AccountRecord, ApiKeyRecord, Store } from "../../store/store.ts";
 import { displayPrefix, generateApiKey, hashApiKey } from "../auth/api-key.ts";
@@ -22,20 +20,32 @@ const cap = z.bigint().min(0n).max(BigInt(Number.MAX_SAFE_INTEGER));
 function check<T>(schema: z.ZodType<T>, value: unknown, field: string): T {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  throw sluiceError("invalid_argument", { message: `${field}: ${parsed.error.issues[0]?.message ?? "invalid"}`, metadata: { field } });
+  throw sluiceError("invalid_argument", {
+    message: `${field}: ${parsed.error.issues[0]?.message ?? "invalid"}`,
+    metadata: { field },
+  });
 }
 
 const PAYMENT: Record<PaymentStatus, AccountRecord["paymentStatus"] | undefined> = {
-  [PaymentStatus.UNSPECIFIED]: undefined, [PaymentStatus.OK]: "ok", [PaymentStatus.FAILED]: "failed",
+  [PaymentStatus.UNSPECIFIED]: undefined,
+  [PaymentStatus.OK]: "ok",
+  [PaymentStatus.FAILED]: "failed",
 };
 const SUBSCRIPTION: Record<SubscriptionStatus, AccountRecord["subscriptionStatus"] | undefined> = {
-  [SubscriptionStatus.UNSPECIFIED]: undefined, [SubscriptionStatus.ACTIVE]: "active", [SubscriptionStatus.CANCELED]: "canceled",
+  [SubscriptionStatus.UNSPECIFIED]: undefined,
+  [SubscriptionStatus.ACTIVE]: "active",
+  [SubscriptionStatus.CANCELED]: "canceled",
 };
 
 function keyToProto(k: ApiKeyRecord) {
   return {
-    id: k.id, accountId: k.accountId, prefix: k.prefix, rateLimitRps: k.rateLimitRps, burst: k.burst,
-    revoked: k.revoked, createTime: timestampFromMs(k.createTimeMs),
+    id: k.id,
+    accountId: k.accountId,
+    prefix: k.prefix,
+    rateLimitRps: k.rateLimitRps,
+    burst: k.burst,
+    revoked: k.revoked,
+    createTime: timestampFromMs(k.createTimeMs),
   };
 }
 
@@ -85,7 +95,8 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
         createTimeMs: deps.now(),
       };
       if (req.email !== undefined) account.email = check(z.string().email(), req.email, "email");
-      if (req.spendCapUsdMicros !== undefined) account.spendCapUsdMicros = Number(check(cap, req.spendCapUsdMicros, "spend_cap_usd_micros"));
+      if (req.spendCapUsdMicros !== undefined)
+        account.spendCapUsdMicros = Number(check(cap, req.spendCapUsdMicros, "spend_cap_usd_micros"));
       await store.createAccount(account);
       return { account: await accountToProto(account) };
     },
@@ -97,10 +108,12 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
     async updateAccount(req) {
       const { id } = await mustGetAccount(req.accountId);
       const patch: AccountPatch = {};
-      if (req.spendCapUsdMicros !== undefined) patch.spendCapUsdMicros = Number(check(cap, req.spendCapUsdMicros, "spend_cap_usd_micros"));
+      if (req.spendCapUsdMicros !== undefined)
+        patch.spendCapUsdMicros = Number(check(cap, req.spendCapUsdMicros, "spend_cap_usd_micros"));
       if (req.onboardingComplete !== undefined) patch.onboardingComplete = req.onboardingComplete;
       if (req.paymentStatus !== undefined) patch.paymentStatus = PAYMENT[req.paymentStatus] ?? "ok";
-      if (req.subscriptionStatus !== undefined) patch.subscriptionStatus = SUBSCRIPTION[req.subscriptionStatus] ?? "active";
+      if (req.subscriptionStatus !== undefined)
+        patch.subscriptionStatus = SUBSCRIPTION[req.subscriptionStatus] ?? "active";
       const updated = await store.updateAccount(id, patch);
       if (!updated) throw sluiceError("account_not_found", { metadata: { account_id: id } });
       return { account: await accountToProto(updated) };
@@ -114,7 +127,11 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
         accountId,
         prefix: displayPrefix(secret),
         hash: hashApiKey(secret),
-        rateLimitRps: check(z.number().positive().max(1_000_000), req.rateLimitRps ?? DEFAULT_RATE_LIMIT_RPS, "rate_limit_rps"),
+        rateLimitRps: check(
+          z.number().positive().max(1_000_000),
+          req.rateLimitRps ?? DEFAULT_RATE_LIMIT_RPS,
+          "rate_limit_rps",
+        ),
         burst: check(z.number().int().min(1).max(1_000_000), req.burst ?? DEFAULT_BURST, "burst"),
         revoked: false,
         createTimeMs: deps.now(),

@@ -47,8 +47,18 @@ describe("isWellFormedApiKey", () => {
   it("refuses a wrong prefix, a wrong length and foreign characters", () => {
     const body = key.slice(KEY_PREFIX.length);
     const refused = [
-      "", "svc_sk_", `sk_${body}`, `svc_pk_${body}`, `SVC_SK_${body}`, key.slice(0, -1), `${key}0`,
-      `${key.slice(0, -1)}_`, `${key.slice(0, 10)}-${key.slice(11)}`, ` ${key}`, `${key} `, `${key}\n`,
+      "",
+      "svc_sk_",
+      `sk_${body}`,
+      `svc_pk_${body}`,
+      `SVC_SK_${body}`,
+      key.slice(0, -1),
+      `${key}0`,
+      `${key.slice(0, -1)}_`,
+      `${key.slice(0, 10)}-${key.slice(11)}`,
+      ` ${key}`,
+      `${key} `,
+      `${key}\n`,
       `Bearer ${key}`,
     ];
     for (const candidate of refused) expect(isWellFormedApiKey(candidate), JSON.stringify(candidate)).toBe(false);
@@ -96,8 +106,18 @@ describe("parseBearer", () => {
   });
 
   it.each([
-    [null], [undefined], [""], ["Bearer"], ["Bearer "], ["Bearer    "], ["Basic dXNlcjpwYXNz"], ["abc"],
-    ["Bearerabc"], ["Bearer a b"], ["Token abc"], [" Bearer abc"],
+    [null],
+    [undefined],
+    [""],
+    ["Bearer"],
+    ["Bearer "],
+    ["Bearer    "],
+    ["Basic dXNlcjpwYXNz"],
+    ["abc"],
+    ["Bearerabc"],
+    ["Bearer a b"],
+    ["Token abc"],
+    [" Bearer abc"],
   ])("finds no token in %j", (header) => {
     expect(parseBearer(header)).toBeUndefined();
   });

@@ -21,7 +21,10 @@ export const principalKey = createContextKey<Principal | undefined>(undefined, {
  * the edge's `CheckApiKey` leaves one for the chat call that follows. Only server-side code can
  * set context values: over the wire they are made afresh for each call.
  */
-export const keyCheck = createContextKey<{ authorization: string | null; key: Promise<ApiKeyRecord> } | undefined>(undefined, { description: "sluice key check" });
+export const keyCheck = createContextKey<{ authorization: string | null; key: Promise<ApiKeyRecord> } | undefined>(
+  undefined,
+  { description: "sluice key check" },
+);
 
 /**
  * Checks the API key of an `Authorization` header: 401 `missing_bearer_token` without a
@@ -84,7 +87,8 @@ export function createCallerAuthInterceptor(deps: CallerAuthDeps): Interceptor {
     if (!deps.services.has(req.service.typeName)) return next(req);
     const authorization = req.header.get("authorization");
     const known = req.contextValues.get(keyCheck);
-    const check = known !== undefined && known.authorization === authorization ? known.key : checkApiKey(deps.store, authorization);
+    const check =
+      known !== undefined && known.authorization === authorization ? known.key : checkApiKey(deps.store, authorization);
     const key = await check;
     req.contextValues.set(keyCheck, { authorization, key: check });
 
@@ -92,7 +96,8 @@ export function createCallerAuthInterceptor(deps: CallerAuthDeps): Interceptor {
     if (!deps.unchargedHere.has(`${req.service.typeName}/${req.method.name}`)) {
       const decision = await deps.store.admit(key, deps.now());
       headers = rateLimitHeaders(decision);
-      if (!decision.allowed) throw sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers });
+      if (!decision.allowed)
+        throw sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers });
     }
     req.contextValues.set(principalKey, { accountId: key.accountId, apiKey: key });
     const res = await next(req);

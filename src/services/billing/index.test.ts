@@ -20,7 +20,8 @@ const P = 7; // prompt tokens of one user message "hi"
 const hi = { messages: [{ role: "user", content: "hi" }] };
 
 /** service-extract's prices: 1 micro per input token, 2 per output token. */
-const extractCost = (prompt: number, completion: number) => Math.ceil((prompt * 1_000_000 + completion * 2_000_000) / 1e6);
+const extractCost = (prompt: number, completion: number) =>
+  Math.ceil((prompt * 1_000_000 + completion * 2_000_000) / 1e6);
 
 function countingEngine(n: number): Engine {
   return {
@@ -61,12 +62,23 @@ function slowEngine(state: { aborted: boolean }): Engine {
   };
 }
 
-function setup(engines: Record<string, Engine> = {}, prices: Record<string, [number, number]> = {}, time: { now?: () => number; ttlMs?: number } = {}) {
+function setup(
+  engines: Record<string, Engine> = {},
+  prices: Record<string, [number, number]> = {},
+  time: { now?: () => number; ttlMs?: number } = {},
+) {
   const store = createMemoryStore();
   const all: Record<string, Engine> = { "service-extract": countingEngine(5), ...engines };
   const entries: ModelEntry[] = Object.keys(all).map((name) => {
     const [input, output] = prices[name] ?? [1_000_000, 2_000_000];
-    return { name, engine: "extractive", inputUsdMicrosPerMillion: input, outputUsdMicrosPerMillion: output, free: false, tokenizer: "o200k_base" };
+    return {
+      name,
+      engine: "extractive",
+      inputUsdMicrosPerMillion: input,
+      outputUsdMicrosPerMillion: output,
+      free: false,
+      tokenizer: "o200k_base",
+    };
   });
   const models = createModelRegistry(entries, (entry) => {
     const engine = all[entry.name];
@@ -74,7 +86,12 @@ function setup(engines: Record<string, Engine> = {}, prices: Record<string, [num
     return engine;
   });
   const core = createCore({
-    store, models, tokenizer: createTokenizer(), logger: silentLogger, now: time.now ?? (() => NOW), reservationTtlMs: time.ttlMs ?? 60_000,
+    store,
+    models,
+    tokenizer: createTokenizer(),
+    logger: silentLogger,
+    now: time.now ?? (() => NOW),
+    reservationTtlMs: time.ttlMs ?? 60_000,
     adminToken: "admin-token-for-tests",
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
@@ -112,7 +129,12 @@ describe("BillingService and billing through calls", () => {
   it("reports the period, the cap and an empty balance", async () => {
     const { billing, newAccount } = setup();
     const { call } = await newAccount(5_000_000n);
-    expect(await billing.getBalance({}, call)).toMatchObject({ period: "2026-11", spendCapUsdMicros: 5_000_000n, spentUsdMicros: 0n, reservedUsdMicros: 0n });
+    expect(await billing.getBalance({}, call)).toMatchObject({
+      period: "2026-11",
+      spendCapUsdMicros: 5_000_000n,
+      spentUsdMicros: 0n,
+      reservedUsdMicros: 0n,
+    });
     expect((await billing.listUsageRecords({}, call)).usageRecords).toEqual([]);
   });
 
@@ -144,7 +166,13 @@ describe("BillingService and billing through calls", () => {
     const listed = await records();
     expect(listed.map((r) => r.id)).toEqual([c.id, events[0]?.id, a.id]);
     for (const r of listed) {
-      expect(r).toMatchObject({ accountId, model: "service-extract", promptTokens: BigInt(P), completionTokens: 5n, costUsdMicros: 17n });
+      expect(r).toMatchObject({
+        accountId,
+        model: "service-extract",
+        promptTokens: BigInt(P),
+        completionTokens: 5n,
+        costUsdMicros: 17n,
+      });
       expect(r.apiKeyId).toMatch(/^key_/);
       expect(Number(r.createTime?.seconds)).toBe(Math.floor(NOW / 1000));
     }
@@ -164,14 +192,26 @@ describe("BillingService and billing through calls", () => {
       pageToken = page.nextPageToken;
     } while (pageToken);
     expect(seen).toEqual(ids);
-    await expectFailure(() => billing.listUsageRecords({ pageToken: "garbage" }, call), Code.InvalidArgument, "invalid_argument");
-    await expectFailure(() => billing.listUsageRecords({ pageSize: -1 }, call), Code.InvalidArgument, "invalid_argument");
+    await expectFailure(
+      () => billing.listUsageRecords({ pageToken: "garbage" }, call),
+      Code.InvalidArgument,
+      "invalid_argument",
+    );
+    await expectFailure(
+      () => billing.listUsageRecords({ pageSize: -1 }, call),
+      Code.InvalidArgument,
+      "invalid_argument",
+    );
   });
 
   it("neither charges nor records a call whose engine fails, unary or mid-stream", async () => {
     const { completion, newAccount } = setup({ broken: failingEngine(3) });
     const { call, balance, records } = await newAccount();
-    const unary = await expectFailure(() => completion.createChatCompletion({ params: { ...hi, model: "broken" } }, call), Code.Internal, "internal_error");
+    const unary = await expectFailure(
+      () => completion.createChatCompletion({ params: { ...hi, model: "broken" } }, call),
+      Code.Internal,
+      "internal_error",
+    );
     expect(unary.rawMessage).not.toContain("secret-host");
     const streamed = await collect(completion.streamChatCompletion({ params: { ...hi, model: "broken" } }, call));
     expect(streamed.deltas).toBe(3);
@@ -189,7 +229,10 @@ describe("BillingService and billing through calls", () => {
     let delivered = 0;
     let error: unknown;
     try {
-      for await (const e of completion.streamChatCompletion({ params: { ...hi, model: "slow" } }, { ...call, signal: client.signal })) {
+      for await (const e of completion.streamChatCompletion(
+        { params: { ...hi, model: "slow" } },
+        { ...call, signal: client.signal },
+      )) {
         if (e.event.case === "delta" && ++delivered === 3) {
           expect((await balance()).reserved).toBeGreaterThan(0);
           client.abort();
@@ -200,10 +243,13 @@ describe("BillingService and billing through calls", () => {
     }
     expect(delivered).toBe(3);
     expect(ConnectError.from(error).code).toBe(Code.Canceled);
-    await vi.waitFor(async () => {
-      expect(state.aborted).toBe(true);
-      expect(await balance()).toEqual({ spent: 0, reserved: 0 });
-    }, { timeout: 2_000, interval: 10 });
+    await vi.waitFor(
+      async () => {
+        expect(state.aborted).toBe(true);
+        expect(await balance()).toEqual({ spent: 0, reserved: 0 });
+      },
+      { timeout: 2_000, interval: 10 },
+    );
     expect(await records()).toEqual([]);
   });
 
@@ -215,19 +261,27 @@ describe("BillingService and billing through calls", () => {
     const client = new AbortController();
     let held = -1;
     // Connect's client iterables ignore `break`; only the signal cancels the call.
-    const stream = completion.streamChatCompletion({ params: { ...hi, model: "slow" } }, { ...call, signal: client.signal });
-    const { error } = await collect((async function* () {
-      for await (const e of stream) {
-        yield e;
-        if (held < 0 && Date.now() - started > 1_500) {
-          held = (await balance()).reserved;
-          client.abort();
+    const stream = completion.streamChatCompletion(
+      { params: { ...hi, model: "slow" } },
+      { ...call, signal: client.signal },
+    );
+    const { error } = await collect(
+      (async function* () {
+        for await (const e of stream) {
+          yield e;
+          if (held < 0 && Date.now() - started > 1_500) {
+            held = (await balance()).reserved;
+            client.abort();
+          }
         }
-      }
-    })());
+      })(),
+    );
     expect(ConnectError.from(error).code).toBe(Code.Canceled);
     expect(held).toBe(extractCost(P, 4096));
-    await vi.waitFor(async () => expect(await balance()).toEqual({ spent: 0, reserved: 0 }), { timeout: 2_000, interval: 10 });
+    await vi.waitFor(async () => expect(await balance()).toEqual({ spent: 0, reserved: 0 }), {
+      timeout: 2_000,
+      interval: 10,
+    });
   });
 
   describe("mid-stream spend cap", () => {
@@ -237,7 +291,9 @@ describe("BillingService and billing through calls", () => {
     it("cuts a stream after the covered deltas and charges exactly them, without a record", async () => {
       const { completion, newAccount } = setup({ long: countingEngine(20) });
       const { call, balance, records } = await newAccount(cap);
-      const { deltas, error, events } = await collect(completion.streamChatCompletion({ params: { ...hi, model: "long", maxTokens: 100n } }, call));
+      const { deltas, error, events } = await collect(
+        completion.streamChatCompletion({ params: { ...hi, model: "long", maxTokens: 100n } }, call),
+      );
       expect(deltas).toBe(5);
       expect(events.some((e) => e.event.case === "usage" || e.event.case === "finishReason")).toBe(false);
       const err = await expectFailure(() => Promise.reject(error), Code.ResourceExhausted, "spend_cap_exceeded");
@@ -249,7 +305,11 @@ describe("BillingService and billing through calls", () => {
     it("refuses a unary call that outgrows the cap, with no charge", async () => {
       const { completion, newAccount } = setup({ long: countingEngine(20) });
       const { call, balance, records } = await newAccount(cap);
-      await expectFailure(() => completion.createChatCompletion({ params: { ...hi, model: "long", maxTokens: 100n } }, call), Code.ResourceExhausted, "spend_cap_exceeded");
+      await expectFailure(
+        () => completion.createChatCompletion({ params: { ...hi, model: "long", maxTokens: 100n } }, call),
+        Code.ResourceExhausted,
+        "spend_cap_exceeded",
+      );
       expect(await balance()).toEqual({ spent: 0, reserved: 0 });
       expect(await records()).toEqual([]);
     });
@@ -267,10 +327,14 @@ describe("BillingService and billing through calls", () => {
     const { completion, newAccount } = setup();
     const cap = 100;
     const { call, balance, records } = await newAccount(BigInt(cap));
-    const results = await Promise.allSettled(Array.from({ length: 30 }, () => completion.createChatCompletion({ params: { ...hi, maxTokens: 5n } }, call)));
+    const results = await Promise.allSettled(
+      Array.from({ length: 30 }, () => completion.createChatCompletion({ params: { ...hi, maxTokens: 5n } }, call)),
+    );
     const ok = results.filter((r) => r.status === "fulfilled").length;
     expect(ok).toBe(Math.floor(cap / extractCost(P, 5)));
-    for (const r of results) if (r.status === "rejected") expect(ConnectError.from(r.reason).findDetails(ErrorInfoSchema)[0]?.reason).toBe("spend_cap_exceeded");
+    for (const r of results)
+      if (r.status === "rejected")
+        expect(ConnectError.from(r.reason).findDetails(ErrorInfoSchema)[0]?.reason).toBe("spend_cap_exceeded");
     const end = await balance();
     expect(end).toEqual({ spent: ok * extractCost(P, 5), reserved: 0 });
     expect(end.spent).toBeLessThanOrEqual(cap);

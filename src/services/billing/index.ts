@@ -12,7 +12,10 @@ export function createBillingService(deps: { store: Store; now: () => number }):
       const { accountId } = requirePrincipal(ctx.values);
       const now = deps.now();
       const period = periodOf(now);
-      const [account, balance] = await Promise.all([deps.store.getAccount(accountId), deps.store.balance(accountId, period, now)]);
+      const [account, balance] = await Promise.all([
+        deps.store.getAccount(accountId),
+        deps.store.balance(accountId, period, now),
+      ]);
       return {
         period,
         ...(account?.spendCapUsdMicros !== undefined && { spendCapUsdMicros: BigInt(account.spendCapUsdMicros) }),

@@ -23,8 +23,13 @@ describe("admission", () => {
       ready: async () => undefined,
     };
     const core = createCore({
-      store, models: createModelRegistry(BUILTIN_MODELS, () => engine), tokenizer: createTokenizer(), logger: silentLogger,
-      now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests",
+      store,
+      models: createModelRegistry(BUILTIN_MODELS, () => engine),
+      tokenizer: createTokenizer(),
+      logger: silentLogger,
+      now: Date.now,
+      reservationTtlMs: 60_000,
+      adminToken: "admin-token-for-tests",
     });
     const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
     const admin = createClient(AdminService, transport);
@@ -36,7 +41,11 @@ describe("admission", () => {
     const params = { messages: [{ role: "user", content: "hello" }] };
 
     store.loseReply("admit");
-    await expectFailure(() => completion.createChatCompletion({ params }, call), Code.Unavailable, "service_unavailable");
+    await expectFailure(
+      () => completion.createChatCompletion({ params }, call),
+      Code.Unavailable,
+      "service_unavailable",
+    );
     // The release runs in the background, after the caller got its 503: wait for it.
     expect(await core.calls.drain(5000)).toBe(true);
     const after = await admin.getAccount({ accountId }, ADMIN);

@@ -22,8 +22,13 @@ async function setup(events: EngineEvent[], capUsdMicros: bigint) {
     ready: async () => undefined,
   };
   const core = createCore({
-    store: createMemoryStore(), models: createModelRegistry(BUILTIN_MODELS, () => engine), tokenizer, logger: silentLogger,
-    now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests",
+    store: createMemoryStore(),
+    models: createModelRegistry(BUILTIN_MODELS, () => engine),
+    tokenizer,
+    logger: silentLogger,
+    now: Date.now,
+    reservationTtlMs: 60_000,
+    adminToken: "admin-token-for-tests",
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   const admin = createClient(AdminService, transport);
@@ -34,7 +39,11 @@ async function setup(events: EngineEvent[], capUsdMicros: bigint) {
     const a = (await admin.getAccount({ accountId }, ADMIN)).account;
     return { spent: Number(a?.spentUsdMicros), reserved: Number(a?.reservedUsdMicros) };
   };
-  return { completion: createClient(CompletionService, transport), call: { headers: { authorization: `Bearer ${secret}` } }, balance };
+  return {
+    completion: createClient(CompletionService, transport),
+    call: { headers: { authorization: `Bearer ${secret}` } },
+    balance,
+  };
 }
 
 const hi = { messages: [{ role: "user", content: "hi" }] };
@@ -43,22 +52,47 @@ const HI_PROMPT = 7;
 describe("billing edges", () => {
   it("refuses a stream whose first delta does not fit, with a 402 and no charge", async () => {
     // The cap covers the prompt and one output token, not a first delta of five tokens.
-    const { completion, call, balance } = await setup([{ type: "delta", text: "abcde", tokens: 5 }, { type: "done", finishReason: FinishReason.STOP }], BigInt(HI_PROMPT + 2));
-    await expectFailure(async () => {
-      for await (const _ of completion.streamChatCompletion({ params: hi }, call)) { /* drain */ }
-    }, Code.ResourceExhausted, "spend_cap_exceeded");
+    const { completion, call, balance } = await setup(
+      [
+        { type: "delta", text: "abcde", tokens: 5 },
+        { type: "done", finishReason: FinishReason.STOP },
+      ],
+      BigInt(HI_PROMPT + 2),
+    );
+    await expectFailure(
+      async () => {
+        for await (const _ of completion.streamChatCompletion({ params: hi }, call)) {
+          /* drain */
+        }
+      },
+      Code.ResourceExhausted,
+      "spend_cap_exceeded",
+    );
     expect(await balance()).toEqual({ spent: 0, reserved: 0 });
   });
 
   it("counts tool definitions as input: too many of them is input_too_large", async () => {
     const { completion, call, balance } = await setup([{ type: "done", finishReason: FinishReason.STOP }], 10_000_000n);
-    const tool = { type: "function", function: { name: "f", description: "word ".repeat(40_000), parameters: { type: "object" } } };
-    await expectFailure(() => completion.createChatCompletion({ params: { ...hi, tools: [tool] } }, call), Code.InvalidArgument, "input_too_large");
+    const tool = {
+      type: "function",
+      function: { name: "f", description: "word ".repeat(40_000), parameters: { type: "object" } },
+    };
+    await expectFailure(
+      () => completion.createChatCompletion({ params: { ...hi, tools: [tool] } }, call),
+      Code.InvalidArgument,
+      "input_too_large",
+    );
     expect(await balance()).toEqual({ spent: 0, reserved: 0 });
   });
 
   it("bills tool definitions as prompt tokens", async () => {
-    const { completion, call } = await setup([{ type: "delta", text: "ok", tokens: 1 }, { type: "done", finishReason: FinishReason.STOP }], 10_000_000n);
+    const { completion, call } = await setup(
+      [
+        { type: "delta", text: "ok", tokens: 1 },
+        { type: "done", finishReason: FinishReason.STOP },
+      ],
+      10_000_000n,
+    );
     const tool = { type: "function", function: { name: "get_weather", parameters: { type: "object" } } };
     const out = await completion.createChatCompletion({ params: { ...hi, tools: [tool] } }, call);
     expect(Number(out.usage?.promptTokens)).toBe(HI_PROMPT + tokenizer.count(JSON.stringify([tool])));
@@ -69,7 +103,13 @@ describe("billing edges", () => {
     ["fractional", { promptTokens: 3, completionTokens: 1.5 }],
     ["no-output-after-output", { promptTokens: 3, completionTokens: 0 }],
   ])("ignores a %s upstream usage and bills from its own count", async (_what, usage) => {
-    const { completion, call, balance } = await setup([{ type: "delta", text: "ok", tokens: 1 }, { type: "done", finishReason: FinishReason.STOP, usage }], 10_000_000n);
+    const { completion, call, balance } = await setup(
+      [
+        { type: "delta", text: "ok", tokens: 1 },
+        { type: "done", finishReason: FinishReason.STOP, usage },
+      ],
+      10_000_000n,
+    );
     const out = await completion.createChatCompletion({ params: hi }, call);
     expect(out.usage).toMatchObject({ promptTokens: BigInt(HI_PROMPT), completionTokens: 1n });
     expect(await balance()).toEqual({ spent: HI_PROMPT + 2, reserved: 0 });

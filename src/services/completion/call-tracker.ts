@@ -36,7 +36,11 @@ export function createCallTracker(limit: number): CallTracker {
   };
   return {
     enter() {
-      if (active >= limit) throw sluiceError("service_unavailable", { message: "The service is at its limit of calls in flight. Retry after the delay given.", retryAfterMs: FULL_RETRY_MS });
+      if (active >= limit)
+        throw sluiceError("service_unavailable", {
+          message: "The service is at its limit of calls in flight. Retry after the delay given.",
+          retryAfterMs: FULL_RETRY_MS,
+        });
       active += 1;
       let left = false;
       return () => {
@@ -47,10 +51,12 @@ export function createCallTracker(limit: number): CallTracker {
       };
     },
     track(promise) {
-      const p = promise.catch(() => undefined).finally(() => {
-        work.delete(p);
-        checkIdle();
-      });
+      const p = promise
+        .catch(() => undefined)
+        .finally(() => {
+          work.delete(p);
+          checkIdle();
+        });
       work.add(p);
     },
     get active() {

@@ -11,6 +11,7 @@ import { planCall, type CallHeader, type CallPlan, type PlanDeps } from "./plan.
 import { costUsdMicros, msUntilNextPeriod } from "./pricing.ts";
 import { releaseResolved, settleResolved, type Hold, type ResolveOptions } from "./resolve-outcome.ts";
 import { validateChatParams } from "./validate.ts";
+import type { Admission } from "../../store/store.ts";
 
 /** Everything a call needs from the core. */
 export interface CallDeps extends PlanDeps {
@@ -85,14 +86,26 @@ function abortableSteps(signal: AbortSignal): { step<T>(promise: Promise<T>): Pr
  * - admitted: a caller gone during the admission round trip gets its hold released;
  * - running: the engine runs on its own (see `runAdmitted`), not driven by the reader.
  */
-export async function openCall(deps: CallDeps, principal: Principal, params: ChatParams | undefined, stream: boolean, ctx: CallContext): Promise<OpenedCall> {
+export async function openCall(
+  deps: CallDeps,
+  principal: Principal,
+  params: ChatParams | undefined,
+  stream: boolean,
+  ctx: CallContext,
+): Promise<OpenedCall> {
   // A shutdown waits for admissions in flight too: one may end in a release.
   const opening = admit(deps, principal, params, stream, ctx);
   deps.calls.track(opening);
   return opening;
 }
 
-async function admit(deps: CallDeps, principal: Principal, params: ChatParams | undefined, stream: boolean, ctx: CallContext): Promise<OpenedCall> {
+async function admit(
+  deps: CallDeps,
+  principal: Principal,
+  params: ChatParams | undefined,
+  stream: boolean,
+  ctx: CallContext,
+): Promise<OpenedCall> {
   if (ctx.signal.aborted) throw canceled();
   const now = deps.now();
   let plan: CallPlan | undefined;
@@ -103,7 +116,7 @@ async function admit(deps: CallDeps, principal: Principal, params: ChatParams | 
     refusal = err;
   }
   if (ctx.signal.aborted) throw canceled();
-  let admission;
+  let admission: Admission;
   try {
     admission = await deps.store.admit(principal.apiKey, now, plan?.reservation);
   } catch (err) {
@@ -124,7 +137,8 @@ async function admit(deps: CallDeps, principal: Principal, params: ChatParams | 
     for (const [name, value] of Object.entries(headers)) err.metadata.set(name, value);
     throw err;
   }
-  if (admission.granted === 0) throw sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(now), headers });
+  if (admission.granted === 0)
+    throw sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(now), headers });
   // A process at its limit of calls in flight refuses last, as DESIGN orders (503 is step
   // 10): the hold just taken is released.
   let leave: () => void;
@@ -153,7 +167,14 @@ function releaseLater(deps: CallDeps, hold: Hold): void {
  * whatever the reader does: a caller that leaves aborts it through `signal` or by stopping its
  * iteration, and a reader stuck past the write timeout ends it, unbilled.
  */
-function runAdmitted(deps: CallDeps, plan: CallPlan, granted: number, stream: boolean, signal: AbortSignal, leave: () => void): AsyncIterable<CallEvent> {
+function runAdmitted(
+  deps: CallDeps,
+  plan: CallPlan,
+  granted: number,
+  stream: boolean,
+  signal: AbortSignal,
+  leave: () => void,
+): AsyncIterable<CallEvent> {
   const engineAbort = new AbortController();
   const stop = (reason: unknown) => {
     if (engineAbort.signal.aborted) return;
@@ -163,8 +184,12 @@ function runAdmitted(deps: CallDeps, plan: CallPlan, granted: number, stream: bo
   /** Output tokens of the deltas the reader has taken: what a spend-cap cut may charge. */
   const delivered = { tokens: 0 };
   const handoff = createHandoff<CallEvent>({
-    capacity: HANDOFF_CAPACITY, writeTimeoutMs: deps.writeTimeoutMs, onReaderGone: () => stop(CALLER_GONE),
-    onTake: (e) => { if (e.type === "delta") delivered.tokens += e.tokens; },
+    capacity: HANDOFF_CAPACITY,
+    writeTimeoutMs: deps.writeTimeoutMs,
+    onReaderGone: () => stop(CALLER_GONE),
+    onTake: (e) => {
+      if (e.type === "delta") delivered.tokens += e.tokens;
+    },
   });
   const onAbort = () => stop(CALLER_GONE);
   signal.addEventListener("abort", onAbort, { once: true });
@@ -179,12 +204,15 @@ function runAdmitted(deps: CallDeps, plan: CallPlan, granted: number, stream: bo
 
 /** What a reader is told of a settle that did not land: not billed (released), or unknown. */
 const unsettled = (outcome: "released" | "unknown", id: string): ConnectError =>
-  outcome === "released" ? sluiceError("service_unavailable", { retryAfterMs: UNAVAILABLE_RETRY_MS }) : billingUnknownError(id);
+  outcome === "released"
+    ? sluiceError("service_unavailable", { retryAfterMs: UNAVAILABLE_RETRY_MS })
+    : billingUnknownError(id);
 
 /** The error a reader gets for a call that ended before its answer was whole (and was released). */
 function failureOf(err: unknown, deps: CallDeps, id: string): ConnectError {
   if (err === CALLER_GONE) return canceled();
-  if (err instanceof ReaderStuckError) return canceled("The reader took no data within the write timeout; the call was not billed.");
+  if (err instanceof ReaderStuckError)
+    return canceled("The reader took no data within the write timeout; the call was not billed.");
   if (reasonOf(err) !== undefined) return err as ConnectError;
   if (err instanceof ConnectError && (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded)) {
     return sluiceError("service_unavailable", { retryAfterMs: UNAVAILABLE_RETRY_MS, cause: err });
@@ -195,8 +223,13 @@ function failureOf(err: unknown, deps: CallDeps, id: string): ConnectError {
 
 /** The engine loop of one call; see `runAdmitted`. Ends in exactly one settle or one release. */
 async function pump(
-  deps: CallDeps, plan: CallPlan, granted: number, stream: boolean,
-  handoff: Handoff<CallEvent>, engineAbort: AbortController, delivered: { readonly tokens: number },
+  deps: CallDeps,
+  plan: CallPlan,
+  granted: number,
+  stream: boolean,
+  handoff: Handoff<CallEvent>,
+  engineAbort: AbortController,
+  delivered: { readonly tokens: number },
 ): Promise<void> {
   const { account, model, promptTokens, request, period } = plan;
   const id = plan.header.id;
@@ -211,22 +244,32 @@ async function pump(
   const steps = abortableSteps(engineAbort.signal);
   try {
     // Keeps the hold alive while the engine runs; a crashed process stops renewing it.
-    renew = setInterval(() => {
-      deps.store.reserve({ ...hold, ...ttl, minimum: 0, maximum: 0, nowMs: deps.now() }).catch((err: unknown) => {
-        deps.logger.warn("reservation renewal failed", { id, error: String(err) });
-      });
-    }, Math.max(250, Math.floor(deps.reservationTtlMs / 3)));
+    renew = setInterval(
+      () => {
+        deps.store.reserve({ ...hold, ...ttl, minimum: 0, maximum: 0, nowMs: deps.now() }).catch((err: unknown) => {
+          deps.logger.warn("reservation renewal failed", { id, error: String(err) });
+        });
+      },
+      Math.max(250, Math.floor(deps.reservationTtlMs / 3)),
+    );
     renew.unref();
     // Inside the try: an engine whose generate() throws at once is an engine failure too.
     events = model.engine.generate(request, engineAbort.signal)[Symbol.asyncIterator]();
     for (;;) {
       const step: IteratorResult<EngineEvent> = await steps.step(events.next());
-      if (step.done) throw engineAbort.signal.aborted ? engineAbort.signal.reason : new Error("the engine ended without finishing");
+      if (step.done)
+        throw engineAbort.signal.aborted ? engineAbort.signal.reason : new Error("the engine ended without finishing");
       const event = step.value;
       if (event.type === "delta") {
         const needed = costUsdMicros(model, promptTokens, produced + event.tokens);
         if (needed > reserved) {
-          const more = await deps.store.reserve({ ...hold, ...ttl, minimum: needed - reserved, maximum: Math.max(needed, worst) - reserved, nowMs: deps.now() });
+          const more = await deps.store.reserve({
+            ...hold,
+            ...ttl,
+            minimum: needed - reserved,
+            maximum: Math.max(needed, worst) - reserved,
+            nowMs: deps.now(),
+          });
           if (engineAbort.signal.aborted) throw engineAbort.signal.reason;
           if (more === 0) {
             const capped = sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(deps.now()) });
@@ -238,7 +281,12 @@ async function pump(
             handoff.cut(capped);
             if (delivered.tokens === 0) throw capped;
             const charge = Math.min(reserved, costUsdMicros(model, promptTokens, delivered.tokens));
-            const outcome = await settleResolved(deps.store, { ...hold, chargeUsdMicros: charge }, options, deps.calls.track);
+            const outcome = await settleResolved(
+              deps.store,
+              { ...hold, chargeUsdMicros: charge },
+              options,
+              deps.calls.track,
+            );
             handoff.fail(outcome === "settled" ? capped : unsettled(outcome, id));
             return;
           }
@@ -247,8 +295,12 @@ async function pump(
         produced += event.tokens;
         if (event.text || event.toolCalls) {
           await handoff.push({
-            type: "delta", choice: event.choice ?? 0, text: event.text, tokens: event.tokens,
-            ...(event.toolCalls && { toolCalls: event.toolCalls }), ...(event.last !== undefined && { last: event.last }),
+            type: "delta",
+            choice: event.choice ?? 0,
+            text: event.text,
+            tokens: event.tokens,
+            ...(event.toolCalls && { toolCalls: event.toolCalls }),
+            ...(event.last !== undefined && { last: event.last }),
           });
         }
         continue;
@@ -263,14 +315,25 @@ async function pump(
       const prompt = usage?.promptTokens ?? promptTokens;
       const completion = usage?.completionTokens ?? produced;
       const charge = Math.min(reserved, costUsdMicros(model, prompt, completion));
-      const outcome = await settleResolved(deps.store, {
-        ...hold,
-        chargeUsdMicros: charge,
-        record: {
-          id, accountId: account.id, apiKeyId: plan.apiKeyId, model: model.name,
-          promptTokens: prompt, completionTokens: completion, costUsdMicros: charge, createTimeMs: deps.now(),
+      const outcome = await settleResolved(
+        deps.store,
+        {
+          ...hold,
+          chargeUsdMicros: charge,
+          record: {
+            id,
+            accountId: account.id,
+            apiKeyId: plan.apiKeyId,
+            model: model.name,
+            promptTokens: prompt,
+            completionTokens: completion,
+            costUsdMicros: charge,
+            createTimeMs: deps.now(),
+          },
         },
-      }, options, deps.calls.track);
+        options,
+        deps.calls.track,
+      );
       if (outcome !== "settled") {
         handoff.fail(unsettled(outcome, id));
         return;
@@ -294,11 +357,23 @@ async function pump(
 }
 
 /** Hands the finishes and the billed usage of a settled call to its reader, then ends it. */
-async function deliverEnd(handoff: Handoff<CallEvent>, done: Extract<EngineEvent, { type: "done" }>, prompt: number, completion: number): Promise<void> {
+async function deliverEnd(
+  handoff: Handoff<CallEvent>,
+  done: Extract<EngineEvent, { type: "done" }>,
+  prompt: number,
+  completion: number,
+): Promise<void> {
   try {
-    const finishes = done.choices ?? [{ finishReason: done.finishReason, ...(done.logprobs && { logprobs: done.logprobs }) }];
+    const finishes = done.choices ?? [
+      { finishReason: done.finishReason, ...(done.logprobs && { logprobs: done.logprobs }) },
+    ];
     for (const [choice, f] of finishes.entries()) {
-      await handoff.push({ type: "finish", choice, finishReason: f.finishReason, ...(f.logprobs && { logprobs: f.logprobs }) });
+      await handoff.push({
+        type: "finish",
+        choice,
+        finishReason: f.finishReason,
+        ...(f.logprobs && { logprobs: f.logprobs }),
+      });
     }
     await handoff.push({ type: "usage", promptTokens: prompt, completionTokens: completion });
     handoff.close();

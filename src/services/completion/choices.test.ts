@@ -15,8 +15,13 @@ const tokenizer = createTokenizer();
 
 async function setup(capUsdMicros = 10_000_000n) {
   const core = createCore({
-    store: createMemoryStore(), models: createModelRegistry(BUILTIN_MODELS, () => createExtractiveEngine({ tokenizer })), tokenizer,
-    logger: silentLogger, now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests",
+    store: createMemoryStore(),
+    models: createModelRegistry(BUILTIN_MODELS, () => createExtractiveEngine({ tokenizer })),
+    tokenizer,
+    logger: silentLogger,
+    now: Date.now,
+    reservationTtlMs: 60_000,
+    adminToken: "admin-token-for-tests",
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   const admin = createClient(AdminService, transport);
@@ -24,11 +29,19 @@ async function setup(capUsdMicros = 10_000_000n) {
   const accountId = account?.id ?? "";
   const { secret } = await admin.createApiKey({ accountId, burst: 100 }, ADMIN);
   const spent = async () => Number((await admin.getAccount({ accountId }, ADMIN)).account?.spentUsdMicros);
-  return { completion: createClient(CompletionService, transport), call: { headers: { authorization: `Bearer ${secret}` } }, spent };
+  return {
+    completion: createClient(CompletionService, transport),
+    call: { headers: { authorization: `Bearer ${secret}` } },
+    spent,
+  };
 }
 
 const conversation = [
-  { role: "system", content: "Rivers carry water to the sea. Dams hold water back. Sluices let water through in measured amounts. Mills use the flow of water. Canals connect rivers." },
+  {
+    role: "system",
+    content:
+      "Rivers carry water to the sea. Dams hold water back. Sluices let water through in measured amounts. Mills use the flow of water. Canals connect rivers.",
+  },
   { role: "user", content: "How does water move through a sluice and a canal?" },
 ];
 
@@ -65,9 +78,16 @@ describe("n choices", () => {
     const prompt = tokenizer.countMessages(conversation, 32_768) ?? 0;
     // Room for the prompt with two answers of 4 tokens (2 micros per output token), not eight.
     const { completion, call, spent } = await setup(BigInt(prompt + 2 * 4 * 2));
-    await expectFailure(() => completion.createChatCompletion({ params: { messages: conversation, maxTokens: 4n, n: 8 } }, call), Code.ResourceExhausted, "spend_cap_exceeded");
+    await expectFailure(
+      () => completion.createChatCompletion({ params: { messages: conversation, maxTokens: 4n, n: 8 } }, call),
+      Code.ResourceExhausted,
+      "spend_cap_exceeded",
+    );
     expect(await spent()).toBe(0);
-    const two = await completion.createChatCompletion({ params: { messages: conversation, maxTokens: 4n, n: 2 } }, call);
+    const two = await completion.createChatCompletion(
+      { params: { messages: conversation, maxTokens: 4n, n: 2 } },
+      call,
+    );
     expect(two.choices).toHaveLength(2);
     expect(await spent()).toBe(prompt + 2 * 8);
   });

@@ -62,9 +62,17 @@ function createReaderWait(timeoutMs: number) {
     else p.reject(error);
   };
   return {
-    wait: () => new Promise<void>((resolve, reject) => {
-      pending = { resolve, reject, timer: setTimeout(() => settle(new ReaderStuckError("the reader took nothing within the write timeout")), timeoutMs) };
-    }),
+    wait: () =>
+      new Promise<void>((resolve, reject) => {
+        pending = {
+          resolve,
+          reject,
+          timer: setTimeout(
+            () => settle(new ReaderStuckError("the reader took nothing within the write timeout")),
+            timeoutMs,
+          ),
+        };
+      }),
     settle,
     progress: () => void pending?.timer.refresh(),
   };

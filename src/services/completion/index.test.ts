@@ -3,7 +3,11 @@ import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema, RetryInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
 import { AdminService, PaymentStatus, SubscriptionStatus } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
-import { CompletionService, FinishReason, type ChatParamsSchema } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import {
+  CompletionService,
+  FinishReason,
+  type ChatParamsSchema,
+} from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { Engine, EngineRequest } from "../../engines/engine.ts";
 import { createModelRegistry, type ModelEntry } from "../../engines/models.ts";
 import { createTokenizer } from "../../engines/tokenizer.ts";
@@ -43,7 +47,14 @@ function setup(engines: Record<string, Engine> = {}, free: string[] = []) {
   const all: Record<string, Engine> = { "service-extract": countingEngine(5), ...engines };
   const entries: ModelEntry[] = Object.keys(all).map((name) => {
     const [input, output] = free.includes(name) ? [0, 0] : [1_000_000, 2_000_000];
-    return { name, engine: "extractive", inputUsdMicrosPerMillion: input, outputUsdMicrosPerMillion: output, free: free.includes(name), tokenizer: "o200k_base" };
+    return {
+      name,
+      engine: "extractive",
+      inputUsdMicrosPerMillion: input,
+      outputUsdMicrosPerMillion: output,
+      free: free.includes(name),
+      tokenizer: "o200k_base",
+    };
   });
   const models = createModelRegistry(entries, (entry) => {
     const engine = all[entry.name];
@@ -51,7 +62,12 @@ function setup(engines: Record<string, Engine> = {}, free: string[] = []) {
     return engine;
   });
   const core = createCore({
-    store, models, tokenizer, logger: silentLogger, now: () => clock.now, reservationTtlMs: 60_000,
+    store,
+    models,
+    tokenizer,
+    logger: silentLogger,
+    now: () => clock.now,
+    reservationTtlMs: 60_000,
     adminToken: "admin-token-for-tests",
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
@@ -59,7 +75,10 @@ function setup(engines: Record<string, Engine> = {}, free: string[] = []) {
   const completion = createClient(CompletionService, transport);
   const newAccount = async (opts: { cap?: bigint | null; onboarded?: boolean } = {}) => {
     const cap = opts.cap === undefined ? 10_000_000n : opts.cap;
-    const { account } = await admin.createAccount({ onboardingComplete: opts.onboarded ?? true, ...(cap !== null && { spendCapUsdMicros: cap }) }, ADMIN);
+    const { account } = await admin.createAccount(
+      { onboardingComplete: opts.onboarded ?? true, ...(cap !== null && { spendCapUsdMicros: cap }) },
+      ADMIN,
+    );
     const accountId = account?.id ?? "";
     const { secret } = await admin.createApiKey({ accountId, burst: 1_000 }, ADMIN);
     return { accountId, call: { headers: { authorization: `Bearer ${secret}` } } };
@@ -84,19 +103,39 @@ describe("CompletionService", () => {
     expect(res.created).toBe(BigInt(Math.floor(NOW / 1000)));
     expect(res.content).toBe("aaaaa");
     expect(res.finishReason).toBe(FinishReason.STOP);
-    expect(res.usage).toMatchObject({ promptTokens: BigInt(HI_PROMPT_TOKENS), completionTokens: 5n, totalTokens: BigInt(HI_PROMPT_TOKENS + 5) });
+    expect(res.usage).toMatchObject({
+      promptTokens: BigInt(HI_PROMPT_TOKENS),
+      completionTokens: 5n,
+      totalTokens: BigInt(HI_PROMPT_TOKENS + 5),
+    });
   });
 
   it("streams deltas, then the finish reason, then the usage, all under one id", async () => {
     const { completion, newAccount } = setup();
     const { call } = await newAccount();
     const events = await drain(completion.streamChatCompletion({ params: hi }, call));
-    expect(events.map((e) => e.event.case)).toEqual(["delta", "delta", "delta", "delta", "delta", "finishReason", "usage"]);
+    expect(events.map((e) => e.event.case)).toEqual([
+      "delta",
+      "delta",
+      "delta",
+      "delta",
+      "delta",
+      "finishReason",
+      "usage",
+    ]);
     expect(new Set(events.map((e) => e.id)).size).toBe(1);
     expect(events[0]?.id).toMatch(/^chatcmpl-/);
-    expect(events.filter((e) => e.event.case === "delta").map((e) => e.event.value).join("")).toBe("aaaaa");
+    expect(
+      events
+        .filter((e) => e.event.case === "delta")
+        .map((e) => e.event.value)
+        .join(""),
+    ).toBe("aaaaa");
     expect(events[5]?.event.value).toBe(FinishReason.STOP);
-    expect(events[6]?.event).toMatchObject({ case: "usage", value: { promptTokens: 7n, completionTokens: 5n, totalTokens: 12n } });
+    expect(events[6]?.event).toMatchObject({
+      case: "usage",
+      value: { promptTokens: 7n, completionTokens: 5n, totalTokens: 12n },
+    });
   });
 
   it("reads a prompt as one user message", async () => {
@@ -120,7 +159,10 @@ describe("CompletionService", () => {
     const seen: EngineRequest[] = [];
     const { completion, newAccount } = setup({ "service-extract": countingEngine(1, seen) });
     const { call } = await newAccount();
-    await completion.createChatCompletion({ params: { ...hi, temperature: 0.5, topP: 0.9, stop: ["x"], seed: 4n } }, call);
+    await completion.createChatCompletion(
+      { params: { ...hi, temperature: 0.5, topP: 0.9, stop: ["x"], seed: 4n } },
+      call,
+    );
     expect(seen[0]).toMatchObject({ model: "service-extract", temperature: 0.5, topP: 0.9, stop: ["x"], seed: 4n });
   });
 
@@ -133,8 +175,16 @@ describe("CompletionService", () => {
 
   it("refuses a call without a bearer token, unary and streaming", async () => {
     const { completion } = setup();
-    await expectFailure(() => completion.createChatCompletion({ params: hi }), Code.Unauthenticated, "missing_bearer_token");
-    await expectFailure(() => drain(completion.streamChatCompletion({ params: hi })), Code.Unauthenticated, "missing_bearer_token");
+    await expectFailure(
+      () => completion.createChatCompletion({ params: hi }),
+      Code.Unauthenticated,
+      "missing_bearer_token",
+    );
+    await expectFailure(
+      () => drain(completion.streamChatCompletion({ params: hi })),
+      Code.Unauthenticated,
+      "missing_bearer_token",
+    );
   });
 
   describe("validation", () => {
@@ -151,9 +201,17 @@ describe("CompletionService", () => {
     it.each(cases)("refuses %s with invalid_request_body", async (_name, params, field) => {
       const { completion, newAccount } = setup();
       const { call } = await newAccount();
-      const err = await expectFailure(() => completion.createChatCompletion({ params }, call), Code.InvalidArgument, "invalid_request_body");
+      const err = await expectFailure(
+        () => completion.createChatCompletion({ params }, call),
+        Code.InvalidArgument,
+        "invalid_request_body",
+      );
       expect(err.findDetails(ErrorInfoSchema)[0]?.metadata.field).toBe(field);
-      await expectFailure(() => drain(completion.streamChatCompletion({ params }, call)), Code.InvalidArgument, "invalid_request_body");
+      await expectFailure(
+        () => drain(completion.streamChatCompletion({ params }, call)),
+        Code.InvalidArgument,
+        "invalid_request_body",
+      );
     });
   });
 
@@ -162,8 +220,16 @@ describe("CompletionService", () => {
       const { completion, newAccount } = setup();
       for (const opts of [{ cap: null }, { onboarded: false }]) {
         const { call } = await newAccount(opts);
-        await expectFailure(() => completion.createChatCompletion({ params: hi }, call), Code.FailedPrecondition, "onboarding_incomplete");
-        await expectFailure(() => drain(completion.streamChatCompletion({ params: hi }, call)), Code.FailedPrecondition, "onboarding_incomplete");
+        await expectFailure(
+          () => completion.createChatCompletion({ params: hi }, call),
+          Code.FailedPrecondition,
+          "onboarding_incomplete",
+        );
+        await expectFailure(
+          () => drain(completion.streamChatCompletion({ params: hi }, call)),
+          Code.FailedPrecondition,
+          "onboarding_incomplete",
+        );
       }
     });
 
@@ -171,11 +237,25 @@ describe("CompletionService", () => {
       const { admin, completion, newAccount } = setup();
       const failed = await newAccount();
       await admin.updateAccount({ accountId: failed.accountId, paymentStatus: PaymentStatus.FAILED }, ADMIN);
-      await expectFailure(() => completion.createChatCompletion({ params: hi }, failed.call), Code.FailedPrecondition, "payment_failed");
+      await expectFailure(
+        () => completion.createChatCompletion({ params: hi }, failed.call),
+        Code.FailedPrecondition,
+        "payment_failed",
+      );
       const canceled = await newAccount();
-      await admin.updateAccount({ accountId: canceled.accountId, subscriptionStatus: SubscriptionStatus.CANCELED }, ADMIN);
-      await expectFailure(() => completion.createChatCompletion({ params: hi }, canceled.call), Code.FailedPrecondition, "subscription_canceled");
-      await admin.updateAccount({ accountId: canceled.accountId, subscriptionStatus: SubscriptionStatus.ACTIVE }, ADMIN);
+      await admin.updateAccount(
+        { accountId: canceled.accountId, subscriptionStatus: SubscriptionStatus.CANCELED },
+        ADMIN,
+      );
+      await expectFailure(
+        () => completion.createChatCompletion({ params: hi }, canceled.call),
+        Code.FailedPrecondition,
+        "subscription_canceled",
+      );
+      await admin.updateAccount(
+        { accountId: canceled.accountId, subscriptionStatus: SubscriptionStatus.ACTIVE },
+        ADMIN,
+      );
       expect((await completion.createChatCompletion({ params: hi }, canceled.call)).content).toBe("aaaaa");
     });
   });
@@ -183,7 +263,11 @@ describe("CompletionService", () => {
   it("refuses an unknown model with model_not_found", async () => {
     const { completion, newAccount } = setup();
     const { call } = await newAccount();
-    await expectFailure(() => completion.createChatCompletion({ params: { ...hi, model: "gpt-9" } }, call), Code.NotFound, "model_not_found");
+    await expectFailure(
+      () => completion.createChatCompletion({ params: { ...hi, model: "gpt-9" } }, call),
+      Code.NotFound,
+      "model_not_found",
+    );
   });
 
   it("admits exactly 32,768 input tokens and refuses one more with input_too_large", async () => {
@@ -191,63 +275,122 @@ describe("CompletionService", () => {
     const { call } = await newAccount();
     const words = (n: number) => `hello${" hello".repeat(n - 1)}`;
     expect(tokenizer.countMessages([{ role: "user", content: words(32_762) }], 1e9)).toBe(32_768);
-    const ok = await completion.createChatCompletion({ params: { messages: [{ role: "user", content: words(32_762) }] } }, call);
+    const ok = await completion.createChatCompletion(
+      { params: { messages: [{ role: "user", content: words(32_762) }] } },
+      call,
+    );
     expect(ok.usage?.promptTokens).toBe(32_768n);
     const big: Params = { messages: [{ role: "user", content: words(32_763) }] };
-    await expectFailure(() => completion.createChatCompletion({ params: big }, call), Code.InvalidArgument, "input_too_large");
-    await expectFailure(() => drain(completion.streamChatCompletion({ params: big }, call)), Code.InvalidArgument, "input_too_large");
+    await expectFailure(
+      () => completion.createChatCompletion({ params: big }, call),
+      Code.InvalidArgument,
+      "input_too_large",
+    );
+    await expectFailure(
+      () => drain(completion.streamChatCompletion({ params: big }, call)),
+      Code.InvalidArgument,
+      "input_too_large",
+    );
   });
 
   it("refuses a call the cap cannot admit with spend_cap_exceeded and the time to the next period", async () => {
     const { admin, completion, newAccount } = setup();
     // The prompt plus one output token costs 7 + 2 = 9 micros.
     const { accountId, call } = await newAccount({ cap: 8n });
-    const err = await expectFailure(() => completion.createChatCompletion({ params: hi }, call), Code.ResourceExhausted, "spend_cap_exceeded");
+    const err = await expectFailure(
+      () => completion.createChatCompletion({ params: hi }, call),
+      Code.ResourceExhausted,
+      "spend_cap_exceeded",
+    );
     expect(err.findDetails(RetryInfoSchema)).toHaveLength(1);
     expect(retryAfterMsOf(err)).toBe(MS_TO_NEXT_PERIOD);
-    const streamed = await expectFailure(() => drain(completion.streamChatCompletion({ params: hi }, call)), Code.ResourceExhausted, "spend_cap_exceeded");
+    const streamed = await expectFailure(
+      () => drain(completion.streamChatCompletion({ params: hi }, call)),
+      Code.ResourceExhausted,
+      "spend_cap_exceeded",
+    );
     expect(retryAfterMsOf(streamed)).toBe(MS_TO_NEXT_PERIOD);
     // Refused at admission: nothing was held or charged.
-    expect((await admin.getAccount({ accountId }, ADMIN)).account).toMatchObject({ spentUsdMicros: 0n, reservedUsdMicros: 0n });
+    expect((await admin.getAccount({ accountId }, ADMIN)).account).toMatchObject({
+      spentUsdMicros: 0n,
+      reservedUsdMicros: 0n,
+    });
     const enough = await newAccount({ cap: 9n });
-    expect((await completion.createChatCompletion({ params: { ...hi, maxTokens: 1n } }, enough.call)).content).toBe("a");
+    expect((await completion.createChatCompletion({ params: { ...hi, maxTokens: 1n } }, enough.call)).content).toBe(
+      "a",
+    );
   });
 
   it("admits calls again once the UTC month rolls over", async () => {
     const { admin, clock, completion, newAccount } = setup();
     const { accountId, call } = await newAccount({ cap: 20n });
     await completion.createChatCompletion({ params: hi }, call);
-    await expectFailure(() => completion.createChatCompletion({ params: hi }, call), Code.ResourceExhausted, "spend_cap_exceeded");
+    await expectFailure(
+      () => completion.createChatCompletion({ params: hi }, call),
+      Code.ResourceExhausted,
+      "spend_cap_exceeded",
+    );
     clock.now = Date.UTC(2026, 11, 1, 0, 0, 0);
     expect((await completion.createChatCompletion({ params: hi }, call)).content).toBe("aaaaa");
-    expect((await admin.getAccount({ accountId }, ADMIN)).account).toMatchObject({ period: "2026-12", spentUsdMicros: 17n, reservedUsdMicros: 0n });
+    expect((await admin.getAccount({ accountId }, ADMIN)).account).toMatchObject({
+      period: "2026-12",
+      spentUsdMicros: 17n,
+      reservedUsdMicros: 0n,
+    });
   });
 
   it("never lets a free model pass the cap: it needs budget left but charges nothing", async () => {
     const { admin, completion, newAccount } = setup({ gratis: countingEngine(3) }, ["gratis"]);
     const spentUp = await newAccount({ cap: 0n });
-    await expectFailure(() => completion.createChatCompletion({ params: { ...hi, model: "gratis" } }, spentUp.call), Code.ResourceExhausted, "spend_cap_exceeded");
+    await expectFailure(
+      () => completion.createChatCompletion({ params: { ...hi, model: "gratis" } }, spentUp.call),
+      Code.ResourceExhausted,
+      "spend_cap_exceeded",
+    );
     const { accountId, call } = await newAccount({ cap: 1n });
     expect((await completion.createChatCompletion({ params: { ...hi, model: "gratis" } }, call)).content).toBe("aaa");
-    expect((await admin.getAccount({ accountId }, ADMIN)).account).toMatchObject({ spentUsdMicros: 0n, reservedUsdMicros: 0n });
+    expect((await admin.getAccount({ accountId }, ADMIN)).account).toMatchObject({
+      spentUsdMicros: 0n,
+      reservedUsdMicros: 0n,
+    });
   });
 
   describe("check order", () => {
     it("validates before it checks the account", async () => {
       const { completion, newAccount } = setup();
       const { call } = await newAccount({ onboarded: false });
-      await expectFailure(() => completion.createChatCompletion({ params: {} }, call), Code.InvalidArgument, "invalid_request_body");
+      await expectFailure(
+        () => completion.createChatCompletion({ params: {} }, call),
+        Code.InvalidArgument,
+        "invalid_request_body",
+      );
     });
 
     it("checks the account before the model, the model before the size, the size before the cap", async () => {
       const { completion, newAccount } = setup();
       const big = `hello${" hello".repeat(40_000)}`;
       const notOnboarded = await newAccount({ onboarded: false });
-      await expectFailure(() => completion.createChatCompletion({ params: { ...hi, model: "nope" } }, notOnboarded.call), Code.FailedPrecondition, "onboarding_incomplete");
+      await expectFailure(
+        () => completion.createChatCompletion({ params: { ...hi, model: "nope" } }, notOnboarded.call),
+        Code.FailedPrecondition,
+        "onboarding_incomplete",
+      );
       const { call } = await newAccount({ cap: 0n });
-      await expectFailure(() => completion.createChatCompletion({ params: { model: "nope", prompt: big } }, call), Code.NotFound, "model_not_found");
-      await expectFailure(() => completion.createChatCompletion({ params: { prompt: big } }, call), Code.InvalidArgument, "input_too_large");
-      await expectFailure(() => completion.createChatCompletion({ params: hi }, call), Code.ResourceExhausted, "spend_cap_exceeded");
+      await expectFailure(
+        () => completion.createChatCompletion({ params: { model: "nope", prompt: big } }, call),
+        Code.NotFound,
+        "model_not_found",
+      );
+      await expectFailure(
+        () => completion.createChatCompletion({ params: { prompt: big } }, call),
+        Code.InvalidArgument,
+        "input_too_large",
+      );
+      await expectFailure(
+        () => completion.createChatCompletion({ params: hi }, call),
+        Code.ResourceExhausted,
+        "spend_cap_exceeded",
+      );
     });
   });
 });

@@ -2,8 +2,10 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { fromJson, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
 import { ListValueSchema } from "@bufbuild/protobuf/wkt";
 import {
-  CompletionService, FinishReason,
-  type CreateChatCompletionResponseSchema, type StreamChatCompletionResponseSchema,
+  type CompletionService,
+  FinishReason,
+  type CreateChatCompletionResponseSchema,
+  type StreamChatCompletionResponseSchema,
 } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { requirePrincipal } from "../auth/index.ts";
 import { openCall, type CallDeps } from "./call.ts";
@@ -23,7 +25,11 @@ interface ChoiceOut {
   logprobs?: JsonObject;
 }
 
-const usageOf = (p: number, c: number) => ({ promptTokens: BigInt(p), completionTokens: BigInt(c), totalTokens: BigInt(p + c) });
+const usageOf = (p: number, c: number) => ({
+  promptTokens: BigInt(p),
+  completionTokens: BigInt(c),
+  totalTokens: BigInt(p + c),
+});
 
 /**
  * The chat completion RPCs. Authentication has run in the interceptor; `openCall` owns the
@@ -38,7 +44,14 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
       const choices: ChoiceOut[] = [];
       const choice = (index: number): ChoiceOut => {
         if (index < 0 || index >= MAX_CHOICES) throw new RangeError(`choice ${index} out of range`);
-        for (let i = choices.length; i <= index; i++) choices.push({ index: i, content: "", finishReason: FinishReason.UNSPECIFIED, toolCalls: [], slots: new Map() });
+        for (let i = choices.length; i <= index; i++)
+          choices.push({
+            index: i,
+            content: "",
+            finishReason: FinishReason.UNSPECIFIED,
+            toolCalls: [],
+            slots: new Map(),
+          });
         return choices[index] as ChoiceOut;
       };
       let usage = usageOf(0, 0);
@@ -57,8 +70,13 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
       }
       const first = choice(0);
       return {
-        id: header.id, model: header.model, created: BigInt(header.created), usage,
-        content: first.content, finishReason: first.finishReason, toolCalls: first.toolCalls,
+        id: header.id,
+        model: header.model,
+        created: BigInt(header.created),
+        usage,
+        content: first.content,
+        finishReason: first.finishReason,
+        toolCalls: first.toolCalls,
         ...(first.logprobs && { logprobs: first.logprobs }),
         choices: choices.map(({ slots: _slots, ...c }) => c),
       };
@@ -76,7 +94,8 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
         if (event.type === "delta") {
           const at = { ...base, choiceIndex: event.choice };
           const last = event.last === undefined ? {} : { last: event.last };
-          if (event.toolCalls) yield { ...at, event: { case: "toolCalls", value: fromJson(ListValueSchema, event.toolCalls) } };
+          if (event.toolCalls)
+            yield { ...at, event: { case: "toolCalls", value: fromJson(ListValueSchema, event.toolCalls) } };
           if (event.text) yield { ...at, ...last, event: { case: "delta", value: event.text } };
         } else if (event.type === "finish") {
           yield { ...base, choiceIndex: event.choice, event: { case: "finishReason", value: event.finishReason } };

@@ -35,20 +35,25 @@ afterAll(async () => {
 
 const backends: Array<[string, () => Promise<Store>]> = [
   ["memory", async () => createMemoryStore()],
-  ["redis", async () => {
-    redisServer ??= startRedisServer();
-    const { url } = await redisServer;
-    const store = createRedisStore({ redis: await connectRedis(url), prefix: `l${randomUUID().slice(0, 8)}` });
-    opened.push(store);
-    return store;
-  }],
+  [
+    "redis",
+    async () => {
+      redisServer ??= startRedisServer();
+      const { url } = await redisServer;
+      const store = createRedisStore({ redis: await connectRedis(url), prefix: `l${randomUUID().slice(0, 8)}` });
+      opened.push(store);
+      return store;
+    },
+  ],
 ];
 
 /** An engine the test steers: it waits at `before` (when set), then yields `deltas` one-token deltas, then finishes. */
 function steeredEngine(deltas: number, before?: Promise<void>) {
   const seen = { calls: 0, pulled: 0, signals: [] as AbortSignal[] };
   let markStarted: () => void = () => undefined;
-  const started = new Promise<void>((resolve) => { markStarted = resolve; });
+  const started = new Promise<void>((resolve) => {
+    markStarted = resolve;
+  });
   const engine: Engine = {
     async *generate(_request, signal): AsyncGenerator<EngineEvent> {
       seen.calls++;
@@ -70,22 +75,37 @@ function steeredEngine(deltas: number, before?: Promise<void>) {
 /** A gate the test opens by hand. */
 function manualGate(): Gate {
   let open: () => void = () => undefined;
-  const wait = new Promise<void>((resolve) => { open = resolve; });
+  const wait = new Promise<void>((resolve) => {
+    open = resolve;
+  });
   return { arrived: wait, open };
 }
 
-async function setup(makeStore: () => Promise<Store>, engine: Engine, options: { capUsdMicros?: bigint; writeTimeoutMs?: number; maxCallsInFlight?: number } = {}) {
+async function setup(
+  makeStore: () => Promise<Store>,
+  engine: Engine,
+  options: { capUsdMicros?: bigint; writeTimeoutMs?: number; maxCallsInFlight?: number } = {},
+) {
   const store = gatedStore(await makeStore());
   const lines: Array<Record<string, unknown>> = [];
   const logger = createLogger("debug", (line) => void lines.push(JSON.parse(line) as Record<string, unknown>));
   const core = createCore({
-    store, models: createModelRegistry(BUILTIN_MODELS, () => engine), tokenizer: createTokenizer(), logger,
-    now: Date.now, reservationTtlMs: 60_000, adminToken: "admin-token-for-tests",
-    writeTimeoutMs: options.writeTimeoutMs ?? 30_000, ...(options.maxCallsInFlight !== undefined && { maxCallsInFlight: options.maxCallsInFlight }),
+    store,
+    models: createModelRegistry(BUILTIN_MODELS, () => engine),
+    tokenizer: createTokenizer(),
+    logger,
+    now: Date.now,
+    reservationTtlMs: 60_000,
+    adminToken: "admin-token-for-tests",
+    writeTimeoutMs: options.writeTimeoutMs ?? 30_000,
+    ...(options.maxCallsInFlight !== undefined && { maxCallsInFlight: options.maxCallsInFlight }),
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
   const admin = createClient(AdminService, transport);
-  const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: options.capUsdMicros ?? 10_000_000n }, ADMIN);
+  const { account } = await admin.createAccount(
+    { onboardingComplete: true, spendCapUsdMicros: options.capUsdMicros ?? 10_000_000n },
+    ADMIN,
+  );
   const accountId = account?.id ?? "";
   const { secret } = await admin.createApiKey({ accountId, burst: 1000, rateLimitRps: 1000 }, ADMIN);
   /** Waits for every call and background release to end, then reads the ledger. */
@@ -93,10 +113,23 @@ async function setup(makeStore: () => Promise<Store>, engine: Engine, options: {
     expect(await core.calls.drain(10_000)).toBe(true);
     const a = (await admin.getAccount({ accountId }, ADMIN)).account;
     const records = (await admin.listUsageRecords({ accountId, pageSize: 100 }, ADMIN)).usageRecords;
-    return { spent: Number(a?.spentUsdMicros), reserved: Number(a?.reservedUsdMicros), records: records.length, outcomes: [...store.outcomes.values()] };
+    return {
+      spent: Number(a?.spentUsdMicros),
+      reserved: Number(a?.reservedUsdMicros),
+      records: records.length,
+      outcomes: [...store.outcomes.values()],
+    };
   };
   const local = createClient(CompletionService, createLocalTransport(core.routes, core.interceptors));
-  return { store, core, lines, completion: createClient(CompletionService, transport), local, headers: { authorization: `Bearer ${secret}` }, ledger };
+  return {
+    store,
+    core,
+    lines,
+    completion: createClient(CompletionService, transport),
+    local,
+    headers: { authorization: `Bearer ${secret}` },
+    ledger,
+  };
 }
 
 /** Reads a stream's messages until `count` have arrived, then leaves the iterator open (not returned). */
@@ -112,12 +145,23 @@ async function readSome<T>(stream: AsyncIterable<T>, count: number): Promise<{ g
 }
 
 /** Runs a whole call (unary, or a stream read to its end) and resolves with how it ended. */
-function callOutcome(t: Awaited<ReturnType<typeof setup>>, stream: boolean, signal: AbortSignal): Promise<Code | "answered"> {
+function callOutcome(
+  t: Awaited<ReturnType<typeof setup>>,
+  stream: boolean,
+  signal: AbortSignal,
+): Promise<Code | "answered"> {
   const options = { headers: t.headers, signal };
   const call = stream
-    ? (async () => { for await (const _ of t.completion.streamChatCompletion({ params: hi }, options)) { /* read to the end */ } })()
+    ? (async () => {
+        for await (const _ of t.completion.streamChatCompletion({ params: hi }, options)) {
+          /* read to the end */
+        }
+      })()
     : t.completion.createChatCompletion({ params: hi }, options);
-  return call.then(() => "answered" as const, (err: unknown) => ConnectError.from(err).code);
+  return call.then(
+    () => "answered" as const,
+    (err: unknown) => ConnectError.from(err).code,
+  );
 }
 
 const NOTHING_BILLED = { spent: 0, reserved: 0, records: 0, outcomes: [["released"]] };
@@ -129,40 +173,53 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
     const abort = new AbortController();
     abort.abort();
     const run = stream
-      ? async () => { for await (const _ of t.completion.streamChatCompletion({ params: hi }, { headers: t.headers, signal: abort.signal })) { /* none */ } }
+      ? async () => {
+          for await (const _ of t.completion.streamChatCompletion(
+            { params: hi },
+            { headers: t.headers, signal: abort.signal },
+          )) {
+            /* none */
+          }
+        }
       : () => t.completion.createChatCompletion({ params: hi }, { headers: t.headers, signal: abort.signal });
     await expect(run()).rejects.toMatchObject({ code: Code.Canceled });
     expect(await t.ledger()).toEqual({ spent: 0, reserved: 0, records: 0, outcomes: [] });
     expect(steered.seen.calls).toBe(0);
   });
 
-  it.each([false, true])("a caller gone during the admission round trip gets its hold released, unbilled (stream: %s)", async (stream) => {
-    const steered = steeredEngine(3);
-    const t = await setup(makeStore, steered.engine);
-    const gate = t.store.pause("admit");
-    const abort = new AbortController();
-    const outcome = callOutcome(t, stream, abort.signal);
-    await gate.arrived;
-    abort.abort();
-    gate.open();
-    expect(await outcome).toBe(Code.Canceled);
-    expect(await t.ledger()).toEqual(NOTHING_BILLED);
-    expect(steered.seen.calls).toBe(0);
-  });
+  it.each([false, true])(
+    "a caller gone during the admission round trip gets its hold released, unbilled (stream: %s)",
+    async (stream) => {
+      const steered = steeredEngine(3);
+      const t = await setup(makeStore, steered.engine);
+      const gate = t.store.pause("admit");
+      const abort = new AbortController();
+      const outcome = callOutcome(t, stream, abort.signal);
+      await gate.arrived;
+      abort.abort();
+      gate.open();
+      expect(await outcome).toBe(Code.Canceled);
+      expect(await t.ledger()).toEqual(NOTHING_BILLED);
+      expect(steered.seen.calls).toBe(0);
+    },
+  );
 
-  it.each([false, true])("a caller gone before the first token: engine cancelled, hold released (stream: %s)", async (stream) => {
-    const before = manualGate();
-    const steered = steeredEngine(3, before.arrived);
-    const t = await setup(makeStore, steered.engine);
-    const abort = new AbortController();
-    const outcome = callOutcome(t, stream, abort.signal);
-    await steered.started;
-    abort.abort();
-    expect(await outcome).toBe(Code.Canceled);
-    expect(await t.ledger()).toEqual(NOTHING_BILLED);
-    expect(steered.seen.signals[0]?.aborted).toBe(true);
-    before.open();
-  });
+  it.each([false, true])(
+    "a caller gone before the first token: engine cancelled, hold released (stream: %s)",
+    async (stream) => {
+      const before = manualGate();
+      const steered = steeredEngine(3, before.arrived);
+      const t = await setup(makeStore, steered.engine);
+      const abort = new AbortController();
+      const outcome = callOutcome(t, stream, abort.signal);
+      await steered.started;
+      abort.abort();
+      expect(await outcome).toBe(Code.Canceled);
+      expect(await t.ledger()).toEqual(NOTHING_BILLED);
+      expect(steered.seen.signals[0]?.aborted).toBe(true);
+      before.open();
+    },
+  );
 
   it("a caller gone mid-stream that never resumes its iterator: released, unbilled, recorded as a cancellation", async () => {
     const steered = steeredEngine(10_000);
@@ -184,7 +241,13 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
     expect(await t.ledger()).toEqual(NOTHING_BILLED);
     // Paused: it produced what the buffers hold, far from the whole answer.
     expect(steered.seen.pulled).toBeLessThan(4000);
-    await expectFailure(async () => { for (;;) if ((await reader.next()).done) return; }, Code.Canceled, "canceled");
+    await expectFailure(
+      async () => {
+        for (;;) if ((await reader.next()).done) return;
+      },
+      Code.Canceled,
+      "canceled",
+    );
   });
 
   it("a caller gone after the engine finished is charged once, with its record", async () => {
@@ -192,7 +255,9 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
     const t = await setup(makeStore, steered.engine);
     const gate = t.store.pause("settle");
     const abort = new AbortController();
-    const call = t.completion.createChatCompletion({ params: hi }, { headers: t.headers, signal: abort.signal }).catch(() => undefined);
+    const call = t.completion
+      .createChatCompletion({ params: hi }, { headers: t.headers, signal: abort.signal })
+      .catch(() => undefined);
     await gate.arrived;
     abort.abort();
     gate.open();
@@ -202,36 +267,53 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
     expect(ledger.spent).toBe(7 + 2 * 3);
   });
 
-  it.each([false, true])("a settle whose reply is lost is resolved by id: billed, and the caller is told so (stream: %s)", async (stream) => {
-    const t = await setup(makeStore, steeredEngine(3).engine);
-    t.store.loseReply("settle");
-    if (stream) {
-      const events = [];
-      for await (const e of t.completion.streamChatCompletion({ params: hi }, { headers: t.headers })) events.push(e.event.case);
-      expect(events.at(-1)).toBe("usage");
-    } else {
-      const res = await t.completion.createChatCompletion({ params: hi }, { headers: t.headers });
-      expect(res.usage?.completionTokens).toBe(3n);
-    }
-    // The settle landed; the release that resolved it found it settled and changed nothing.
-    expect(await t.ledger()).toEqual({ spent: 13, reserved: 0, records: 1, outcomes: [["settled", "settled"]] });
-  });
+  it.each([false, true])(
+    "a settle whose reply is lost is resolved by id: billed, and the caller is told so (stream: %s)",
+    async (stream) => {
+      const t = await setup(makeStore, steeredEngine(3).engine);
+      t.store.loseReply("settle");
+      if (stream) {
+        const events = [];
+        for await (const e of t.completion.streamChatCompletion({ params: hi }, { headers: t.headers }))
+          events.push(e.event.case);
+        expect(events.at(-1)).toBe("usage");
+      } else {
+        const res = await t.completion.createChatCompletion({ params: hi }, { headers: t.headers });
+        expect(res.usage?.completionTokens).toBe(3n);
+      }
+      // The settle landed; the release that resolved it found it settled and changed nothing.
+      expect(await t.ledger()).toEqual({ spent: 13, reserved: 0, records: 1, outcomes: [["settled", "settled"]] });
+    },
+  );
 
-  it.each([false, true])("a settle whose request is lost is resolved by id: not billed, and the caller is told so (stream: %s)", async (stream) => {
-    const t = await setup(makeStore, steeredEngine(3).engine);
-    t.store.loseRequest("settle");
-    await expectFailure(async () => {
-      if (!stream) return t.completion.createChatCompletion({ params: hi }, { headers: t.headers });
-      for await (const _ of t.completion.streamChatCompletion({ params: hi }, { headers: t.headers })) { /* drain */ }
-    }, Code.Unavailable, "service_unavailable");
-    expect(await t.ledger()).toEqual(NOTHING_BILLED);
-  });
+  it.each([false, true])(
+    "a settle whose request is lost is resolved by id: not billed, and the caller is told so (stream: %s)",
+    async (stream) => {
+      const t = await setup(makeStore, steeredEngine(3).engine);
+      t.store.loseRequest("settle");
+      await expectFailure(
+        async () => {
+          if (!stream) return t.completion.createChatCompletion({ params: hi }, { headers: t.headers });
+          for await (const _ of t.completion.streamChatCompletion({ params: hi }, { headers: t.headers })) {
+            /* drain */
+          }
+        },
+        Code.Unavailable,
+        "service_unavailable",
+      );
+      expect(await t.ledger()).toEqual(NOTHING_BILLED);
+    },
+  );
 
   it("an admission whose reply is lost answers 503 and releases the hold it took", async () => {
     const steered = steeredEngine(3);
     const t = await setup(makeStore, steered.engine);
     t.store.loseReply("admit");
-    await expectFailure(() => t.completion.createChatCompletion({ params: hi }, { headers: t.headers }), Code.Unavailable, "service_unavailable");
+    await expectFailure(
+      () => t.completion.createChatCompletion({ params: hi }, { headers: t.headers }),
+      Code.Unavailable,
+      "service_unavailable",
+    );
     expect(await t.ledger()).toEqual(NOTHING_BILLED);
     expect(steered.seen.calls).toBe(0);
   });
@@ -241,8 +323,16 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
     const t = await setup(makeStore, steeredEngine(50).engine, { capUsdMicros: 7n + 2n * 60n });
     const gate = t.store.pause("reserve");
     const outcome = (async () => {
-      for await (const _ of t.completion.streamChatCompletion({ params: { ...hi, maxTokens: 4n } }, { headers: t.headers })) { /* drain */ }
-    })().then(() => "completed", (err: unknown) => ConnectError.from(err).code);
+      for await (const _ of t.completion.streamChatCompletion(
+        { params: { ...hi, maxTokens: 4n } },
+        { headers: t.headers },
+      )) {
+        /* drain */
+      }
+    })().then(
+      () => "completed",
+      (err: unknown) => ConnectError.from(err).code,
+    );
     await gate.arrived;
     t.store.loseReply("reserve");
     gate.open();
@@ -258,7 +348,11 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
       ready: async () => undefined,
     };
     const t = await setup(makeStore, throwing);
-    await expectFailure(() => t.completion.createChatCompletion({ params: hi }, { headers: t.headers }), Code.Internal, "internal_error");
+    await expectFailure(
+      () => t.completion.createChatCompletion({ params: hi }, { headers: t.headers }),
+      Code.Internal,
+      "internal_error",
+    );
     expect(await t.ledger()).toEqual(NOTHING_BILLED);
   });
 
@@ -266,9 +360,21 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
     const before = manualGate();
     const t = await setup(makeStore, steeredEngine(3, before.arrived).engine, { maxCallsInFlight: 1 });
     const busy = t.completion.createChatCompletion({ params: hi }, { headers: t.headers });
-    await expectFailure(() => t.completion.createChatCompletion({ params: { messages: [] } }, { headers: t.headers }), Code.InvalidArgument, "invalid_request_body");
-    await expectFailure(() => t.completion.createChatCompletion({ params: { ...hi, model: "nope" } }, { headers: t.headers }), Code.NotFound, "model_not_found");
-    const full = await expectFailure(() => t.completion.createChatCompletion({ params: hi }, { headers: t.headers }), Code.Unavailable, "service_unavailable");
+    await expectFailure(
+      () => t.completion.createChatCompletion({ params: { messages: [] } }, { headers: t.headers }),
+      Code.InvalidArgument,
+      "invalid_request_body",
+    );
+    await expectFailure(
+      () => t.completion.createChatCompletion({ params: { ...hi, model: "nope" } }, { headers: t.headers }),
+      Code.NotFound,
+      "model_not_found",
+    );
+    const full = await expectFailure(
+      () => t.completion.createChatCompletion({ params: hi }, { headers: t.headers }),
+      Code.Unavailable,
+      "service_unavailable",
+    );
     expect(full.metadata.get("x-ratelimit-limit-requests")).toBe("1000");
     before.open();
     expect((await busy).content).toBe("aaa");
@@ -282,19 +388,26 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
     // The cap covers the prompt (7) and 16 output tokens; the engine would write 50. The
     // reader takes one delta and then waits past the write timeout: the buffered ones are
     // dropped, never delivered and never charged.
-    const t = await setup(makeStore, steeredEngine(50).engine, { capUsdMicros: 7n + 2n * 16n + 1n, writeTimeoutMs: 200 });
+    const t = await setup(makeStore, steeredEngine(50).engine, {
+      capUsdMicros: 7n + 2n * 16n + 1n,
+      writeTimeoutMs: 200,
+    });
     const cut = t.store.pause("settle");
     const { got, it: reader } = await readSome(t.local.streamChatCompletion({ params: hi }, { headers: t.headers }), 1);
     await cut.arrived;
     cut.open();
     const rest: string[] = [];
-    await expectFailure(async () => {
-      for (;;) {
-        const next = await reader.next();
-        if (next.done) return;
-        rest.push(next.value.event.case ?? "");
-      }
-    }, Code.ResourceExhausted, "spend_cap_exceeded");
+    await expectFailure(
+      async () => {
+        for (;;) {
+          const next = await reader.next();
+          if (next.done) return;
+          rest.push(next.value.event.case ?? "");
+        }
+      },
+      Code.ResourceExhausted,
+      "spend_cap_exceeded",
+    );
     const received = got.length + rest.length;
     expect(received).toBeLessThan(16);
     expect(await t.ledger()).toEqual({ spent: 7 + 2 * received, reserved: 0, records: 0, outcomes: [["settled"]] });
@@ -310,9 +423,15 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
       ready: async () => undefined,
     };
     const t = await setup(makeStore, silent, { capUsdMicros: 40n });
-    await expectFailure(async () => {
-      for await (const _ of t.completion.streamChatCompletion({ params: hi }, { headers: t.headers })) { /* none arrive */ }
-    }, Code.ResourceExhausted, "spend_cap_exceeded");
+    await expectFailure(
+      async () => {
+        for await (const _ of t.completion.streamChatCompletion({ params: hi }, { headers: t.headers })) {
+          /* none arrive */
+        }
+      },
+      Code.ResourceExhausted,
+      "spend_cap_exceeded",
+    );
     expect(await t.ledger()).toEqual(NOTHING_BILLED);
   });
 });

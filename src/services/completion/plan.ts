@@ -48,7 +48,8 @@ function inputExtras(call: ChatCall): string[] {
 /** Refuses an account that may not make calls (DESIGN step 6). */
 function checkAccount(account: AccountRecord | undefined): asserts account is AccountRecord {
   if (!account) throw sluiceError("invalid_api_key");
-  if (!account.onboardingComplete || account.spendCapUsdMicros === undefined) throw sluiceError("onboarding_incomplete");
+  if (!account.onboardingComplete || account.spendCapUsdMicros === undefined)
+    throw sluiceError("onboarding_incomplete");
   if (account.paymentStatus === "failed") throw sluiceError("payment_failed");
   if (account.subscriptionStatus === "canceled") throw sluiceError("subscription_canceled");
 }
@@ -61,7 +62,8 @@ export async function planCall(deps: PlanDeps, principal: Principal, call: ChatC
   const found = await deps.store.getAccount(principal.accountId);
   checkAccount(found);
   const model = deps.models.get(call.model);
-  if (!model) throw sluiceError("model_not_found", { message: `The model "${call.model.slice(0, 256)}" does not exist.` });
+  if (!model)
+    throw sluiceError("model_not_found", { message: `The model "${call.model.slice(0, 256)}" does not exist.` });
   const promptTokens = deps.tokenizer.countMessages(call.messages, MAX_INPUT_TOKENS, inputExtras(call));
   if (promptTokens === undefined) throw sluiceError("input_too_large");
 
@@ -77,7 +79,15 @@ export async function planCall(deps: PlanDeps, principal: Principal, call: ChatC
     promptTokens,
     period,
     header: { id, model: model.name, created: Math.floor(now / 1000) },
-    reservation: { accountId: found.id, period, reservationId: id, minimum, maximum: Math.max(minimum, worst), ttlMs: deps.reservationTtlMs, nowMs: now },
+    reservation: {
+      accountId: found.id,
+      period,
+      reservationId: id,
+      minimum,
+      maximum: Math.max(minimum, worst),
+      ttlMs: deps.reservationTtlMs,
+      nowMs: now,
+    },
     request: {
       model: model.name,
       messages: call.messages,
@@ -98,4 +108,3 @@ export async function planCall(deps: PlanDeps, principal: Principal, call: ChatC
     },
   };
 }
-

@@ -4,7 +4,11 @@ import type { Model } from "../../engines/models.ts";
  * The price of a call in whole micros, rounded up (DESIGN: "rounded up to a whole micro"),
  * so that many small calls can never add up to less than their true cost.
  */
-export function costUsdMicros(model: Pick<Model, "inputUsdMicrosPerMillion" | "outputUsdMicrosPerMillion">, promptTokens: number, completionTokens: number): number {
+export function costUsdMicros(
+  model: Pick<Model, "inputUsdMicrosPerMillion" | "outputUsdMicrosPerMillion">,
+  promptTokens: number,
+  completionTokens: number,
+): number {
   const numerator = promptTokens * model.inputUsdMicrosPerMillion + completionTokens * model.outputUsdMicrosPerMillion;
   return Math.ceil(numerator / 1_000_000);
 }

@@ -48,7 +48,10 @@ export async function releaseResolved(store: Store, hold: Hold, options: Resolve
       return await store.release(hold.accountId, hold.period, hold.reservationId);
     } catch (err) {
       if (options.stop.aborted || Date.now() >= until) {
-        options.logger.error("billing outcome unknown: the store did not answer", { completionId: hold.reservationId, error: err instanceof Error ? err.message : String(err) });
+        options.logger.error("billing outcome unknown: the store did not answer", {
+          completionId: hold.reservationId,
+          error: err instanceof Error ? err.message : String(err),
+        });
         return "unknown";
       }
     }
@@ -63,7 +66,12 @@ export async function releaseResolved(store: Store, hold: Hold, options: Resolve
  * cannot land, since nothing sends it again: the call is not billed, and its hold is released
  * in the background (`background`), or expires.
  */
-export async function settleResolved(store: Store, request: SettleRequest, options: ResolveOptions, background: (work: Promise<unknown>) => void): Promise<Resolved> {
+export async function settleResolved(
+  store: Store,
+  request: SettleRequest,
+  options: ResolveOptions,
+  background: (work: Promise<unknown>) => void,
+): Promise<Resolved> {
   try {
     return await store.settle(request);
   } catch (err) {

@@ -6,26 +6,48 @@ describe("mergeToolCallDeltas", () => {
   it("joins streamed fragments by index into whole calls", () => {
     const calls: JsonObject[] = [];
     const slots = new Map<number, number>();
-    mergeToolCallDeltas(calls, [{ index: 0, id: "call_a", type: "function", function: { name: "get_weather", arguments: "" } }], slots);
-    mergeToolCallDeltas(calls, [{ index: 0, function: { arguments: "{\"city\":" } }, { index: 1, id: "call_b", function: { name: "now", arguments: "{}" } }], slots);
-    mergeToolCallDeltas(calls, [{ index: 0, function: { arguments: "\"Oslo\"}" } }], slots);
+    mergeToolCallDeltas(
+      calls,
+      [{ index: 0, id: "call_a", type: "function", function: { name: "get_weather", arguments: "" } }],
+      slots,
+    );
+    mergeToolCallDeltas(
+      calls,
+      [
+        { index: 0, function: { arguments: '{"city":' } },
+        { index: 1, id: "call_b", function: { name: "now", arguments: "{}" } },
+      ],
+      slots,
+    );
+    mergeToolCallDeltas(calls, [{ index: 0, function: { arguments: '"Oslo"}' } }], slots);
     expect(calls).toEqual([
-      { id: "call_a", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Oslo\"}" } },
+      { id: "call_a", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
       { id: "call_b", type: "function", function: { name: "now", arguments: "{}" } },
     ]);
   });
 
   it("takes whole calls without an index in order, and ignores non-objects", () => {
     const calls: JsonObject[] = [];
-    mergeToolCallDeltas(calls, ["junk", { id: "c1", type: "function", function: { name: "f", arguments: "{\"a\":1}" } }], new Map());
-    expect(calls).toEqual([{ id: "c1", type: "function", function: { name: "f", arguments: "{\"a\":1}" } }]);
+    mergeToolCallDeltas(
+      calls,
+      ["junk", { id: "c1", type: "function", function: { name: "f", arguments: '{"a":1}' } }],
+      new Map(),
+    );
+    expect(calls).toEqual([{ id: "c1", type: "function", function: { name: "f", arguments: '{"a":1}' } }]);
   });
 
   it("packs sparse or late-starting indexes densely, as some servers start at 1", () => {
     const calls: JsonObject[] = [];
     const slots = new Map<number, number>();
     mergeToolCallDeltas(calls, [{ index: 1, id: "c1", function: { name: "f", arguments: "{" } }], slots);
-    mergeToolCallDeltas(calls, [{ index: 30_000_000, id: "c2", function: { name: "g", arguments: "{}" } }, { index: 1, function: { arguments: "}" } }], slots);
+    mergeToolCallDeltas(
+      calls,
+      [
+        { index: 30_000_000, id: "c2", function: { name: "g", arguments: "{}" } },
+        { index: 1, function: { arguments: "}" } },
+      ],
+      slots,
+    );
     expect(calls).toEqual([
       { id: "c1", type: "function", function: { name: "f", arguments: "{}" } },
       { id: "c2", type: "function", function: { name: "g", arguments: "{}" } },

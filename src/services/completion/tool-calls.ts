@@ -3,7 +3,8 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 /** The most tool calls one answer may carry; a larger `index` from an engine is refused. */
 export const MAX_TOOL_CALLS = 128;
 
-const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+const isObject = (v: JsonValue | undefined): v is JsonObject =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
 const str = (v: JsonValue | undefined): string | undefined => (typeof v === "string" ? v : undefined);
 
 /**
@@ -13,7 +14,11 @@ const str = (v: JsonValue | undefined): string | undefined => (typeof v === "str
  * need not start at 0 or be dense (some servers start at 1): `slots` maps each index to its
  * place in `calls`, in order of first appearance.
  */
-export function mergeToolCallDeltas(calls: JsonObject[], deltas: readonly JsonValue[], slots: Map<number, number>): void {
+export function mergeToolCallDeltas(
+  calls: JsonObject[],
+  deltas: readonly JsonValue[],
+  slots: Map<number, number>,
+): void {
   for (const delta of deltas) {
     if (!isObject(delta)) continue;
     const index = typeof delta.index === "number" ? delta.index : -1 - calls.length;

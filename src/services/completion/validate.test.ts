@@ -39,12 +39,18 @@ describe("validateChatParams", () => {
   });
 
   it("still takes a string or an object tool_choice", () => {
-    expect(outcomeOf({ messages, toolChoice: create(ValueSchema, { kind: { case: "stringValue", value: "auto" } }) })).toBe("ok");
+    expect(
+      outcomeOf({ messages, toolChoice: create(ValueSchema, { kind: { case: "stringValue", value: "auto" } }) }),
+    ).toBe("ok");
   });
 
   it("refuses JSON fields nesting deeper than MAX_STRUCT_DEPTH, as the edge does, and accepts them at the limit", () => {
-    expect(outcomeOf({ messages, responseFormat: nestedObject(MAX_STRUCT_DEPTH + 1) })).toBe("invalid_request_body responseFormat");
+    expect(outcomeOf({ messages, responseFormat: nestedObject(MAX_STRUCT_DEPTH + 1) })).toBe(
+      "invalid_request_body responseFormat",
+    );
     expect(outcomeOf({ messages, tools: [nestedObject(MAX_STRUCT_DEPTH + 1)] })).toMatch(/^invalid_request_body tools/);
-    expect(outcomeOf({ messages, responseFormat: nestedObject(MAX_STRUCT_DEPTH), tools: [nestedObject(MAX_STRUCT_DEPTH)] })).toBe("ok");
+    expect(
+      outcomeOf({ messages, responseFormat: nestedObject(MAX_STRUCT_DEPTH), tools: [nestedObject(MAX_STRUCT_DEPTH)] }),
+    ).toBe("ok");
   });
 });

@@ -14,7 +14,6 @@ export const MAX_TOKENS_CEILING = 4096;
 
 const roles = z.enum(["system", "developer", "user", "assistant", "tool", "function"]);
 
-
 const json = z.custom<JsonObject>(
   (v) => typeof v === "object" && v !== null && !Array.isArray(v) && nestsWithin(v, MAX_STRUCT_DEPTH),
   `must be an object nesting at most ${MAX_STRUCT_DEPTH} levels`,
@@ -49,31 +48,52 @@ const messageSchema = z.object({
  * follow the OpenAI API's ranges; out-of-range values are refused, not silently clamped,
  * except max_tokens, which SPEC clamps.
  */
-const chatSchema = z.object({
-  model: z.string().max(256).transform((m) => m || DEFAULT_MODEL),
-  messages: z.array(messageSchema).max(100_000),
-  prompt: z.string().optional(),
-  maxTokens: z.bigint().optional().transform((v) => (v === undefined || v <= 0n || v > BigInt(MAX_TOKENS_CEILING) ? MAX_TOKENS_CEILING : Number(v))),
-  temperature: z.number().min(0).max(2).optional(),
-  topP: z.number().min(0).max(1).optional(),
-  stop: z.array(z.string().min(1)).max(4),
-  seed: z.bigint().optional(),
-  user: z.string().max(512).optional(),
-  presencePenalty: z.number().min(-2).max(2).optional(),
-  frequencyPenalty: z.number().min(-2).max(2).optional(),
-  n: z.number().int().min(1).max(MAX_CHOICES, `n must be between 1 and ${MAX_CHOICES}`).optional().transform((v) => v ?? 1),
-  tools: z.array(json).max(128).optional(),
-  toolChoice: z.custom<JsonValue>((v) => typeof v === "string" || json.safeParse(v).success, "must be a string or an object").optional(),
-  responseFormat: json.optional(),
-  logprobs: z.boolean().optional(),
-  topLogprobs: z.number().int().min(0).max(20).optional(),
-}).superRefine((p, ctx) => {
-  if (p.messages.length === 0 && p.prompt === undefined) ctx.addIssue({ code: "custom", path: ["messages"], message: "messages or prompt is required" });
-  if (p.messages.length > 0 && p.prompt !== undefined) ctx.addIssue({ code: "custom", path: ["prompt"], message: "give messages or prompt, not both" });
-}).transform(({ prompt, messages, ...rest }) => ({
-  ...rest,
-  messages: prompt === undefined ? messages : [{ role: "user" as const, content: prompt }],
-}));
+const chatSchema = z
+  .object({
+    model: z
+      .string()
+      .max(256)
+      .transform((m) => m || DEFAULT_MODEL),
+    messages: z.array(messageSchema).max(100_000),
+    prompt: z.string().optional(),
+    maxTokens: z
+      .bigint()
+      .optional()
+      .transform((v) =>
+        v === undefined || v <= 0n || v > BigInt(MAX_TOKENS_CEILING) ? MAX_TOKENS_CEILING : Number(v),
+      ),
+    temperature: z.number().min(0).max(2).optional(),
+    topP: z.number().min(0).max(1).optional(),
+    stop: z.array(z.string().min(1)).max(4),
+    seed: z.bigint().optional(),
+    user: z.string().max(512).optional(),
+    presencePenalty: z.number().min(-2).max(2).optional(),
+    frequencyPenalty: z.number().min(-2).max(2).optional(),
+    n: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_CHOICES, `n must be between 1 and ${MAX_CHOICES}`)
+      .optional()
+      .transform((v) => v ?? 1),
+    tools: z.array(json).max(128).optional(),
+    toolChoice: z
+      .custom<JsonValue>((v) => typeof v === "string" || json.safeParse(v).success, "must be a string or an object")
+      .optional(),
+    responseFormat: json.optional(),
+    logprobs: z.boolean().optional(),
+    topLogprobs: z.number().int().min(0).max(20).optional(),
+  })
+  .superRefine((p, ctx) => {
+    if (p.messages.length === 0 && p.prompt === undefined)
+      ctx.addIssue({ code: "custom", path: ["messages"], message: "messages or prompt is required" });
+    if (p.messages.length > 0 && p.prompt !== undefined)
+      ctx.addIssue({ code: "custom", path: ["prompt"], message: "give messages or prompt, not both" });
+  })
+  .transform(({ prompt, messages, ...rest }) => ({
+    ...rest,
+    messages: prompt === undefined ? messages : [{ role: "user" as const, content: prompt }],
+  }));
 
 /** A validated, normalized chat call. */
 export type ChatCall = z.infer<typeof chatSchema>;
@@ -83,7 +103,11 @@ export function validateChatParams(params: ChatParams | undefined): ChatCall {
   const parsed = chatSchema.safeParse({
     model: params?.model ?? "",
     messages: (params?.messages ?? []).map((m) => ({
-      role: m.role, content: m.content, name: m.name, toolCallId: m.toolCallId, ...(m.toolCalls.length > 0 && { toolCalls: m.toolCalls }),
+      role: m.role,
+      content: m.content,
+      name: m.name,
+      toolCallId: m.toolCallId,
+      ...(m.toolCalls.length > 0 && { toolCalls: m.toolCalls }),
     })),
     prompt: params?.prompt,
     maxTokens: params?.maxTokens,

@@ -29,7 +29,14 @@ export function createHealthService(deps: { ready: () => Promise<void>; pollMs?:
         last = now;
         await new Promise<void>((resolve) => {
           const t = setTimeout(resolve, deps.pollMs ?? 5000);
-          ctx.signal.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
+          ctx.signal.addEventListener(
+            "abort",
+            () => {
+              clearTimeout(t);
+              resolve();
+            },
+            { once: true },
+          );
         });
       }
     },

@@ -19,7 +19,16 @@ function setup() {
   const clock = { now: T0 };
   const store = createMemoryStore();
   const models = createModelRegistry(
-    [{ name: "service-extract", engine: "extractive", inputUsdMicrosPerMillion: 1_000_000, outputUsdMicrosPerMillion: 2_000_000, free: false, tokenizer: "o200k_base" }],
+    [
+      {
+        name: "service-extract",
+        engine: "extractive",
+        inputUsdMicrosPerMillion: 1_000_000,
+        outputUsdMicrosPerMillion: 2_000_000,
+        free: false,
+        tokenizer: "o200k_base",
+      },
+    ],
     () => ({
       async *generate() {
         yield { type: "delta", text: "ok", tokens: 1 };
@@ -29,7 +38,12 @@ function setup() {
     }),
   );
   const core = createCore({
-    store, models, tokenizer: createTokenizer(), logger: silentLogger, now: () => clock.now, reservationTtlMs: 60_000,
+    store,
+    models,
+    tokenizer: createTokenizer(),
+    logger: silentLogger,
+    now: () => clock.now,
+    reservationTtlMs: 60_000,
     adminToken: "admin-token-for-tests",
   });
   const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
@@ -57,7 +71,10 @@ describe("IdentityService and caller authentication", () => {
   });
 
   it.each([
-    ["no header", undefined], ["an empty header", ""], ["a Basic header", "Basic dXNlcjpwYXNz"], ["a bare Bearer", "Bearer"],
+    ["no header", undefined],
+    ["an empty header", ""],
+    ["a Basic header", "Basic dXNlcjpwYXNz"],
+    ["a bare Bearer", "Bearer"],
   ])("refuses %s with missing_bearer_token", async (_name, authorization) => {
     const { identity } = setup();
     const headers: Record<string, string> = authorization === undefined ? {} : { authorization };
@@ -69,30 +86,55 @@ describe("IdentityService and caller authentication", () => {
     const { secret, apiKeyId, authorization } = await newKey();
     const flipped = `${secret.slice(0, -1)}${secret.endsWith("0") ? "1" : "0"}`;
     for (const bad of ["svc_sk_short", "not-a-key", flipped, generateApiKey(), "admin-token-for-tests"]) {
-      await expectFailure(() => identity.getCaller({}, { headers: { authorization: `Bearer ${bad}` } }), Code.Unauthenticated, "invalid_api_key");
+      await expectFailure(
+        () => identity.getCaller({}, { headers: { authorization: `Bearer ${bad}` } }),
+        Code.Unauthenticated,
+        "invalid_api_key",
+      );
     }
     await identity.getCaller({}, { headers: { authorization } });
     await admin.revokeApiKey({ apiKeyId }, ADMIN);
-    await expectFailure(() => identity.getCaller({}, { headers: { authorization } }), Code.Unauthenticated, "invalid_api_key");
+    await expectFailure(
+      () => identity.getCaller({}, { headers: { authorization } }),
+      Code.Unauthenticated,
+      "invalid_api_key",
+    );
   });
 
   it("rate-limits a key with api_key_rate_limited, RetryInfo and the x-ratelimit headers", async () => {
     const { clock, identity, newKey } = setup();
     const { authorization } = await newKey({ rateLimitRps: 10, burst: 2 });
     const seen: Record<string, string>[] = [];
-    const onHeader = (h: Headers) => seen.push(Object.fromEntries([...h].filter(([k]) => k.startsWith("x-ratelimit-"))));
+    const onHeader = (h: Headers) =>
+      seen.push(Object.fromEntries([...h].filter(([k]) => k.startsWith("x-ratelimit-"))));
     await identity.getCaller({}, { headers: { authorization }, onHeader });
     await identity.getCaller({}, { headers: { authorization }, onHeader });
     expect(seen).toEqual([
-      { "x-ratelimit-limit-requests": "2", "x-ratelimit-remaining-requests": "1", "x-ratelimit-reset-requests": "100ms" },
-      { "x-ratelimit-limit-requests": "2", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "200ms" },
+      {
+        "x-ratelimit-limit-requests": "2",
+        "x-ratelimit-remaining-requests": "1",
+        "x-ratelimit-reset-requests": "100ms",
+      },
+      {
+        "x-ratelimit-limit-requests": "2",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "200ms",
+      },
     ]);
-    const err = await expectFailure(() => identity.getCaller({}, { headers: { authorization } }), Code.ResourceExhausted, "api_key_rate_limited");
+    const err = await expectFailure(
+      () => identity.getCaller({}, { headers: { authorization } }),
+      Code.ResourceExhausted,
+      "api_key_rate_limited",
+    );
     expect(err.findDetails(RetryInfoSchema)).toHaveLength(1);
     expect(retryAfterMsOf(err)).toBe(100);
     expect(err.metadata.get("x-ratelimit-remaining-requests")).toBe("0");
     clock.now += 99;
-    await expectFailure(() => identity.getCaller({}, { headers: { authorization } }), Code.ResourceExhausted, "api_key_rate_limited");
+    await expectFailure(
+      () => identity.getCaller({}, { headers: { authorization } }),
+      Code.ResourceExhausted,
+      "api_key_rate_limited",
+    );
     clock.now += 1;
     expect((await identity.getCaller({}, { headers: { authorization } })).id).toMatch(/-/);
   });
@@ -101,7 +143,11 @@ describe("IdentityService and caller authentication", () => {
     const { identity, newKey } = setup();
     const { authorization } = await newKey();
     for (let i = 0; i < 10; i++) await identity.getCaller({}, { headers: { authorization } });
-    await expectFailure(() => identity.getCaller({}, { headers: { authorization } }), Code.ResourceExhausted, "api_key_rate_limited");
+    await expectFailure(
+      () => identity.getCaller({}, { headers: { authorization } }),
+      Code.ResourceExhausted,
+      "api_key_rate_limited",
+    );
   });
 
   it("keeps one rate limit per key, shared by every keyed service", async () => {
@@ -109,7 +155,11 @@ describe("IdentityService and caller authentication", () => {
     const a = await newKey({ burst: 1 });
     const b = await newKey({ burst: 1 });
     await completion.listModels({}, { headers: { authorization: a.authorization } });
-    await expectFailure(() => identity.getCaller({}, { headers: { authorization: a.authorization } }), Code.ResourceExhausted, "api_key_rate_limited");
+    await expectFailure(
+      () => identity.getCaller({}, { headers: { authorization: a.authorization } }),
+      Code.ResourceExhausted,
+      "api_key_rate_limited",
+    );
     await identity.getCaller({}, { headers: { authorization: b.authorization } });
   });
 
@@ -117,18 +167,41 @@ describe("IdentityService and caller authentication", () => {
     const { identity, completion, newKey } = setup();
     const { authorization } = await newKey({ burst: 1 });
     await identity.getCaller({}, { headers: { authorization } });
-    await expectFailure(() => completion.createChatCompletion({ params: {} }, { headers: { authorization } }), Code.ResourceExhausted, "api_key_rate_limited");
-    await expectFailure(() => identity.getCaller({}, { headers: { authorization: "Bearer svc_sk_bad" } }), Code.Unauthenticated, "invalid_api_key");
+    await expectFailure(
+      () => completion.createChatCompletion({ params: {} }, { headers: { authorization } }),
+      Code.ResourceExhausted,
+      "api_key_rate_limited",
+    );
+    await expectFailure(
+      () => identity.getCaller({}, { headers: { authorization: "Bearer svc_sk_bad" } }),
+      Code.Unauthenticated,
+      "invalid_api_key",
+    );
   });
 
   it("CheckApiKey checks a key without charging it, so the chat call that follows is charged once", async () => {
     const { identity, completion, newKey } = setup();
     const { authorization } = await newKey({ burst: 1, rateLimitRps: 0.001 });
-    for (let i = 0; i < 5; i++) expect((await identity.checkApiKey({}, { headers: { authorization } })).apiKeyId).not.toBe("");
-    expect((await completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization } })).content).toBe("ok");
-    await expectFailure(() => completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization } }), Code.ResourceExhausted, "api_key_rate_limited");
-    await expectFailure(() => identity.checkApiKey({}, { headers: { authorization: `Bearer ${generateApiKey()}` } }), Code.Unauthenticated, "invalid_api_key");
-    await expectFailure(() => identity.checkApiKey({}, { headers: { authorization: "Bearer svc_sk_bad" } }), Code.Unauthenticated, "invalid_api_key");
+    for (let i = 0; i < 5; i++)
+      expect((await identity.checkApiKey({}, { headers: { authorization } })).apiKeyId).not.toBe("");
+    expect(
+      (await completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization } })).content,
+    ).toBe("ok");
+    await expectFailure(
+      () => completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization } }),
+      Code.ResourceExhausted,
+      "api_key_rate_limited",
+    );
+    await expectFailure(
+      () => identity.checkApiKey({}, { headers: { authorization: `Bearer ${generateApiKey()}` } }),
+      Code.Unauthenticated,
+      "invalid_api_key",
+    );
+    await expectFailure(
+      () => identity.checkApiKey({}, { headers: { authorization: "Bearer svc_sk_bad" } }),
+      Code.Unauthenticated,
+      "invalid_api_key",
+    );
     await expectFailure(() => identity.checkApiKey({}), Code.Unauthenticated, "missing_bearer_token");
   });
 
@@ -144,11 +217,31 @@ describe("IdentityService and caller authentication", () => {
     const { identity, newKey } = setup();
     const { authorization } = await newKey();
     let echoed = "";
-    await identity.getCaller({}, { headers: { authorization, "x-request-id": "req-abc.123" }, onHeader: (h) => { echoed = h.get("x-request-id") ?? ""; } });
+    await identity.getCaller(
+      {},
+      {
+        headers: { authorization, "x-request-id": "req-abc.123" },
+        onHeader: (h) => {
+          echoed = h.get("x-request-id") ?? "";
+        },
+      },
+    );
     expect(echoed).toBe("req-abc.123");
-    await identity.getCaller({}, { headers: { authorization, "x-request-id": "bad id with spaces" }, onHeader: (h) => { echoed = h.get("x-request-id") ?? ""; } });
+    await identity.getCaller(
+      {},
+      {
+        headers: { authorization, "x-request-id": "bad id with spaces" },
+        onHeader: (h) => {
+          echoed = h.get("x-request-id") ?? "";
+        },
+      },
+    );
     expect(echoed).toMatch(/^req_[0-9a-f-]{36}$/);
-    const err = await expectFailure(() => identity.getCaller({}, { headers: { "x-request-id": "req-err-1" } }), Code.Unauthenticated, "missing_bearer_token");
+    const err = await expectFailure(
+      () => identity.getCaller({}, { headers: { "x-request-id": "req-err-1" } }),
+      Code.Unauthenticated,
+      "missing_bearer_token",
+    );
     expect(err.metadata.get("x-request-id")).toBe("req-err-1");
   });
 });

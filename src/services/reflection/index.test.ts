@@ -18,27 +18,45 @@ async function ask(request: Parameters<typeof create>[0]): Promise<ServerReflect
   for await (const res of client.serverReflectionInfo(one())) return res;
   throw new Error("no response");
 }
-const create = (r: { messageRequest: { case: "listServices" | "fileContainingSymbol" | "fileByFilename"; value: string } }) => r;
+const create = (r: {
+  messageRequest: { case: "listServices" | "fileContainingSymbol" | "fileByFilename"; value: string };
+}) => r;
 
 describe("reflection", () => {
   it("lists the registered services and itself", async () => {
     const res = await ask({ messageRequest: { case: "listServices", value: "" } });
     expect(res.messageResponse.case).toBe("listServicesResponse");
-    const names = res.messageResponse.case === "listServicesResponse" ? res.messageResponse.value.service.map((s) => s.name) : [];
-    expect(names).toEqual(expect.arrayContaining(["sluice.identity.v1.IdentityService", "sluice.billing.v1.BillingService", "grpc.reflection.v1.ServerReflection"]));
+    const names =
+      res.messageResponse.case === "listServicesResponse" ? res.messageResponse.value.service.map((s) => s.name) : [];
+    expect(names).toEqual(
+      expect.arrayContaining([
+        "sluice.identity.v1.IdentityService",
+        "sluice.billing.v1.BillingService",
+        "grpc.reflection.v1.ServerReflection",
+      ]),
+    );
   });
 
   it("returns a method's file with its imports, dependencies first", async () => {
-    const res = await ask({ messageRequest: { case: "fileContainingSymbol", value: "sluice.billing.v1.BillingService.ListUsageRecords" } });
-    if (res.messageResponse.case !== "fileDescriptorResponse") throw new Error(`unexpected ${res.messageResponse.case}`);
-    const files = res.messageResponse.value.fileDescriptorProto.map((b) => fromBinary(FileDescriptorProtoSchema, b).name);
+    const res = await ask({
+      messageRequest: { case: "fileContainingSymbol", value: "sluice.billing.v1.BillingService.ListUsageRecords" },
+    });
+    if (res.messageResponse.case !== "fileDescriptorResponse")
+      throw new Error(`unexpected ${res.messageResponse.case}`);
+    const files = res.messageResponse.value.fileDescriptorProto.map(
+      (b) => fromBinary(FileDescriptorProtoSchema, b).name,
+    );
     expect(files).toEqual(["google/protobuf/timestamp.proto", "sluice/billing/v1/billing_service.proto"]);
   });
 
   it("finds message types and files by name, and says not found otherwise", async () => {
-    const byType = await ask({ messageRequest: { case: "fileContainingSymbol", value: "sluice.identity.v1.GetCallerResponse" } });
+    const byType = await ask({
+      messageRequest: { case: "fileContainingSymbol", value: "sluice.identity.v1.GetCallerResponse" },
+    });
     expect(byType.messageResponse.case).toBe("fileDescriptorResponse");
-    const byName = await ask({ messageRequest: { case: "fileByFilename", value: "sluice/identity/v1/identity_service.proto" } });
+    const byName = await ask({
+      messageRequest: { case: "fileByFilename", value: "sluice/identity/v1/identity_service.proto" },
+    });
     expect(byName.messageResponse.case).toBe("fileDescriptorResponse");
     const missing = await ask({ messageRequest: { case: "fileContainingSymbol", value: "nope.Nothing" } });
     expect(missing.messageResponse.case).toBe("errorResponse");

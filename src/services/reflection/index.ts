@@ -4,7 +4,6 @@ import { Code, type ConnectRouter } from "@connectrpc/connect";
 import * as v1 from "../../../gen/grpc/reflection/v1/reflection_pb.ts";
 import * as v1alpha from "../../../gen/grpc/reflection/v1alpha/reflection_pb.ts";
 
-
 /** A file and everything it imports, dependencies first, each once. */
 function withDependencies(file: DescFile, seen = new Set<string>()): DescFile[] {
   if (seen.has(file.name)) return [];
@@ -30,7 +29,10 @@ function createAnswerer(services: DescService[]): (req: Request) => Answer {
     case: "fileDescriptorResponse" as const,
     value: { fileDescriptorProto: withDependencies(file).map((f) => toBinary(FileDescriptorProtoSchema, f.proto)) },
   });
-  const notFound = (what: string): Answer => ({ case: "errorResponse", value: { errorCode: Code.NotFound, errorMessage: `${what} not found` } });
+  const notFound = (what: string): Answer => ({
+    case: "errorResponse",
+    value: { errorCode: Code.NotFound, errorMessage: `${what} not found` },
+  });
   const fileOfSymbol = (symbol: string): DescFile | undefined => {
     const direct = registry.get(symbol) ?? services.find((s) => s.typeName === symbol);
     if (direct) return direct.file;
@@ -51,7 +53,10 @@ function createAnswerer(services: DescService[]): (req: Request) => Answer {
         return file ? serialize(file) : notFound(`symbol ${r.value}`);
       }
       default:
-        return { case: "errorResponse", value: { errorCode: Code.Unimplemented, errorMessage: `${r.case ?? "empty request"} is not supported` } };
+        return {
+          case: "errorResponse",
+          value: { errorCode: Code.Unimplemented, errorMessage: `${r.case ?? "empty request"} is not supported` },
+        };
     }
   };
 }
@@ -62,12 +67,14 @@ export function registerReflection(router: ConnectRouter, services: DescService[
   const answer = createAnswerer(all);
   router.service(v1.ServerReflection, {
     async *serverReflectionInfo(requests) {
-      for await (const req of requests) yield create(v1.ServerReflectionResponseSchema, { originalRequest: req, messageResponse: answer(req) });
+      for await (const req of requests)
+        yield create(v1.ServerReflectionResponseSchema, { originalRequest: req, messageResponse: answer(req) });
     },
   });
   router.service(v1alpha.ServerReflection, {
     async *serverReflectionInfo(requests) {
-      for await (const req of requests) yield create(v1alpha.ServerReflectionResponseSchema, { originalRequest: req, messageResponse: answer(req) });
+      for await (const req of requests)
+        yield create(v1alpha.ServerReflectionResponseSchema, { originalRequest: req, messageResponse: answer(req) });
     },
   });
 }

@@ -1,7 +1,16 @@
 import { gcra } from "../gcra.ts";
 import type {
-  AccountPatch, AccountRecord, Admission, ApiKeyRecord, Balance, CallOutcome, ReserveRequest,
-  SettleRequest, Store, UsagePage, UsageRecordRow,
+  AccountPatch,
+  AccountRecord,
+  Admission,
+  ApiKeyRecord,
+  Balance,
+  CallOutcome,
+  ReserveRequest,
+  SettleRequest,
+  Store,
+  UsagePage,
+  UsageRecordRow,
 } from "../store.ts";
 import { decodePageToken, encodePageToken } from "../page-token.ts";
 
@@ -156,7 +165,10 @@ export function createMemoryStore(): Store {
       const list = usage.get(accountId) ?? [];
       const end = pageToken ? Math.min(decodePageToken(pageToken), list.length) : list.length;
       const start = Math.max(0, end - pageSize);
-      const records = list.slice(start, end).reverse().map((r) => ({ ...r }));
+      const records = list
+        .slice(start, end)
+        .reverse()
+        .map((r) => ({ ...r }));
       return { records, nextPageToken: start > 0 ? encodePageToken(start) : "" };
     },
 

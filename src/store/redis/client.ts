@@ -36,10 +36,14 @@ function failFast(commandTimeoutMs: number): RedisOptions {
 /** The delay a caller is asked to wait while Redis is unreachable. */
 export const REDIS_RETRY_MS = 1000;
 
-const hosts = (list: string) => list.split(",").filter(Boolean).map((hostPort) => {
-  const [host = "", port = ""] = hostPort.split(":");
-  return { host, port: Number(port) };
-});
+const hosts = (list: string) =>
+  list
+    .split(",")
+    .filter(Boolean)
+    .map((hostPort) => {
+      const [host = "", port = ""] = hostPort.split(":");
+      return { host, port: Number(port) };
+    });
 
 /**
  * Builds a client for `REDIS_URL`:
@@ -53,12 +57,19 @@ export function createRedisClient(url: string, commandTimeoutMs = DEFAULT_COMMAN
   const match = /^(redis-sentinel|redis-cluster):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/]+)(?:\/(.*))?$/.exec(url);
   if (!match) return new Redis(url, { ...FAIL_FAST, lazyConnect: true });
   const [, scheme, user, password, nodes = "", name] = match;
-  const auth = { ...(user && { username: decodeURIComponent(user) }), ...(password && { password: decodeURIComponent(password) }) };
+  const auth = {
+    ...(user && { username: decodeURIComponent(user) }),
+    ...(password && { password: decodeURIComponent(password) }),
+  };
   if (scheme === "redis-sentinel") {
     if (!name) throw new Error("REDIS_URL: a redis-sentinel:// URL names the primary after the hosts, as /<name>");
     return new Redis({ ...FAIL_FAST, ...auth, lazyConnect: true, sentinels: hosts(nodes), name });
   }
-  return new Cluster(hosts(nodes), { enableOfflineQueue: false, lazyConnect: true, redisOptions: { ...FAIL_FAST, ...auth } });
+  return new Cluster(hosts(nodes), {
+    enableOfflineQueue: false,
+    lazyConnect: true,
+    redisOptions: { ...FAIL_FAST, ...auth },
+  });
 }
 
 /** How `connectRedis` connects: how long to wait for the server, and each command's timeout. */
@@ -79,7 +90,9 @@ export async function connectRedis(url: string, options: ConnectOptions = {}): P
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new Error(`REDIS_URL: cannot connect within ${timeoutMs} ms: ${err instanceof Error ? err.message : String(err)}`);
+    throw new Error(
+      `REDIS_URL: cannot connect within ${timeoutMs} ms: ${err instanceof Error ? err.message : String(err)}`,
+    );
   } finally {
     clearTimeout(timer);
   }
@@ -110,14 +123,28 @@ export function countCommands(client: RedisClient, onCommand: () => void): Redis
 function within<T>(promise: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let settled = false;
-    const timer = setTimeout(() => setImmediate(() => {
-      if (settled) return;
-      settled = true;
-      reject(new Error(`Command timed out after ${ms} ms`));
-    }), ms);
+    const timer = setTimeout(
+      () =>
+        setImmediate(() => {
+          if (settled) return;
+          settled = true;
+          reject(new Error(`Command timed out after ${ms} ms`));
+        }),
+      ms,
+    );
     promise.then(
-      (value) => { if (settled) return; settled = true; clearTimeout(timer); resolve(value); },
-      (err: unknown) => { if (settled) return; settled = true; clearTimeout(timer); reject(err); },
+      (value) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        reject(err);
+      },
     );
   });
 }

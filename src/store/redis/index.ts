@@ -1,5 +1,13 @@
 import type { RedisClient } from "./client.ts";
-import type { AccountPatch, AccountRecord, Admission, ApiKeyRecord, Store, UsagePage, UsageRecordRow } from "../store.ts";
+import type {
+  AccountPatch,
+  AccountRecord,
+  Admission,
+  ApiKeyRecord,
+  Store,
+  UsagePage,
+  UsageRecordRow,
+} from "../store.ts";
 import { createTtlCache } from "./cache.ts";
 import { DEFAULT_COMMAND_TIMEOUT_MS, guarded as guardedWithin } from "./client.ts";
 import { createKeys } from "./keys.ts";
@@ -79,97 +87,153 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   };
 
   const loadAccount = async (id: string) => parseAccount(id, await redis.hgetall(keys.account(id)));
-  const loadKey = async (accountId: string, keyId: string) => parseApiKey(keyId, await redis.hgetall(keys.apiKey(accountId, keyId)));
+  const loadKey = async (accountId: string, keyId: string) =>
+    parseApiKey(keyId, await redis.hgetall(keys.apiKey(accountId, keyId)));
   const keyLocation = async (keyId: string) => redis.get(keys.keyById(keyId));
 
   return {
-    createAccount: (account) => guarded(async () => {
-      await redis.hset(keys.account(account.id), accountFields(account));
-      await redis.incr(keys.accountCount);
-    }),
+    createAccount: (account) =>
+      guarded(async () => {
+        await redis.hset(keys.account(account.id), accountFields(account));
+        await redis.incr(keys.accountCount);
+      }),
     getAccount: (id) => guarded(async () => copy(await accountCache.get(id, () => loadAccount(id)))),
-    updateAccount: (id, patch: AccountPatch) => guarded(async () => {
-      const fields = Object.entries(accountFields(patch)).flat();
-      const found = await scripts.updateIfExists.run(redis, [keys.account(id)], fields);
-      if (num(found) === 0) return undefined;
-      await invalidate(`a:${id}`);
-      return loadAccount(id);
-    }),
+    updateAccount: (id, patch: AccountPatch) =>
+      guarded(async () => {
+        const fields = Object.entries(accountFields(patch)).flat();
+        const found = await scripts.updateIfExists.run(redis, [keys.account(id)], fields);
+        if (num(found) === 0) return undefined;
+        await invalidate(`a:${id}`);
+        return loadAccount(id);
+      }),
     countAccounts: () => guarded(async () => num(await redis.get(keys.accountCount))),
 
-    createApiKey: (key) => guarded(async () => {
-      await redis.hset(keys.apiKey(key.accountId, key.id), apiKeyFields(key));
-      await redis.sadd(keys.accountKeys(key.accountId), key.id);
-      await redis.set(keys.keyById(key.id), key.accountId);
-      await redis.set(keys.keyByHash(key.hash), `${key.accountId} ${key.id}`);
-      await invalidate(`k:${key.hash}`);
-    }),
-    getApiKey: (id) => guarded(async () => {
-      const accountId = await keyLocation(id);
-      return accountId ? loadKey(accountId, id) : undefined;
-    }),
-    findApiKeyByHash: (hash) => guarded(async () => copy(await keyCache.get(hash, async () => {
-      const location = await redis.get(keys.keyByHash(hash));
-      const [accountId, keyId] = location?.split(" ") ?? [];
-      return accountId && keyId ? loadKey(accountId, keyId) : undefined;
-    }))),
-    revokeApiKey: (id) => guarded(async () => {
-      const accountId = await keyLocation(id);
-      if (!accountId) return undefined;
-      const found = await scripts.updateIfExists.run(redis, [keys.apiKey(accountId, id)], ["revoked", "1"]);
-      if (num(found) === 0) return undefined;
-      const key = await loadKey(accountId, id);
-      if (key) await invalidate(`k:${key.hash}`);
-      return key;
-    }),
-    listApiKeys: (accountId) => guarded(async () => {
-      const ids = await redis.smembers(keys.accountKeys(accountId));
-      const found = await Promise.all(ids.map((id) => loadKey(accountId, id)));
-      return found.filter((k): k is ApiKeyRecord => k !== undefined);
-    }),
+    createApiKey: (key) =>
+      guarded(async () => {
+        await redis.hset(keys.apiKey(key.accountId, key.id), apiKeyFields(key));
+        await redis.sadd(keys.accountKeys(key.accountId), key.id);
+        await redis.set(keys.keyById(key.id), key.accountId);
+        await redis.set(keys.keyByHash(key.hash), `${key.accountId} ${key.id}`);
+        await invalidate(`k:${key.hash}`);
+      }),
+    getApiKey: (id) =>
+      guarded(async () => {
+        const accountId = await keyLocation(id);
+        return accountId ? loadKey(accountId, id) : undefined;
+      }),
+    findApiKeyByHash: (hash) =>
+      guarded(async () =>
+        copy(
+          await keyCache.get(hash, async () => {
+            const location = await redis.get(keys.keyByHash(hash));
+            const [accountId, keyId] = location?.split(" ") ?? [];
+            return accountId && keyId ? loadKey(accountId, keyId) : undefined;
+          }),
+        ),
+      ),
+    revokeApiKey: (id) =>
+      guarded(async () => {
+        const accountId = await keyLocation(id);
+        if (!accountId) return undefined;
+        const found = await scripts.updateIfExists.run(redis, [keys.apiKey(accountId, id)], ["revoked", "1"]);
+        if (num(found) === 0) return undefined;
+        const key = await loadKey(accountId, id);
+        if (key) await invalidate(`k:${key.hash}`);
+        return key;
+      }),
+    listApiKeys: (accountId) =>
+      guarded(async () => {
+        const ids = await redis.smembers(keys.accountKeys(accountId));
+        const found = await Promise.all(ids.map((id) => loadKey(accountId, id)));
+        return found.filter((k): k is ApiKeyRecord => k !== undefined);
+      }),
 
-    admit: (key, nowMs, reservation) => guarded(async (): Promise<Admission> => {
-      const gcra = [keys.gcra(key.accountId, key.id)];
-      const args: Array<string | number> = [1000 / key.rateLimitRps, key.burst, now(nowMs)];
-      if (reservation) {
-        gcra.push(...reserveKeys(reservation.accountId, reservation.period));
-        args.push(reservation.reservationId, reservation.minimum, reservation.maximum, reservation.ttlMs);
-      }
-      const r = (await scripts.admit.run(redis, gcra, args)) as number[];
-      return { allowed: r[0] === 1, limit: num(r[1]), remaining: num(r[2]), resetMs: num(r[3]), retryAfterMs: num(r[4]), granted: num(r[5]) };
-    }),
-    balance: (accountId, period, nowMs) => guarded(async () => {
-      const p = keys.period(accountId, period);
-      const r = (await scripts.balance.run(redis, [p.spent, p.reservations, p.expiries, p.reserved], [now(nowMs)])) as number[];
-      return { spentUsdMicros: num(r[0]), reservedUsdMicros: num(r[1]) };
-    }),
-    reserve: (request) => guarded(async () => {
-      const granted = await scripts.reserve.run(
-        redis,
-        reserveKeys(request.accountId, request.period),
-        [request.reservationId, request.minimum, request.maximum, request.ttlMs, now(request.nowMs)],
-      );
-      return num(granted);
-    }),
-    settle: (request) => guarded(async () => {
-      const p = keys.period(request.accountId, request.period);
-      const charged = await scripts.settle.run(
-        redis,
-        [p.spent, p.reservations, p.expiries, p.reserved, p.settled, keys.usage(request.accountId), p.partial, keys.account(request.accountId), p.released, p.partials],
-        [request.reservationId, request.chargeUsdMicros, SETTLED_KEEP_SECONDS, ...(request.record ? usageFields(request.record) : [])],
-      );
-      return num(charged) === -2 ? "released" : "settled";
-    }),
-    release: (accountId, period, reservationId) => guarded(async () => {
-      const p = keys.period(accountId, period);
-      const r = await scripts.release.run(redis, [p.reservations, p.expiries, p.reserved, p.settled, p.released], [reservationId, SETTLED_KEEP_SECONDS]);
-      return num(r) === 2 ? "settled" : "released";
-    }),
+    admit: (key, nowMs, reservation) =>
+      guarded(async (): Promise<Admission> => {
+        const gcra = [keys.gcra(key.accountId, key.id)];
+        const args: Array<string | number> = [1000 / key.rateLimitRps, key.burst, now(nowMs)];
+        if (reservation) {
+          gcra.push(...reserveKeys(reservation.accountId, reservation.period));
+          args.push(reservation.reservationId, reservation.minimum, reservation.maximum, reservation.ttlMs);
+        }
+        const r = (await scripts.admit.run(redis, gcra, args)) as number[];
+        return {
+          allowed: r[0] === 1,
+          limit: num(r[1]),
+          remaining: num(r[2]),
+          resetMs: num(r[3]),
+          retryAfterMs: num(r[4]),
+          granted: num(r[5]),
+        };
+      }),
+    balance: (accountId, period, nowMs) =>
+      guarded(async () => {
+        const p = keys.period(accountId, period);
+        const r = (await scripts.balance.run(
+          redis,
+          [p.spent, p.reservations, p.expiries, p.reserved],
+          [now(nowMs)],
+        )) as number[];
+        return { spentUsdMicros: num(r[0]), reservedUsdMicros: num(r[1]) };
+      }),
+    reserve: (request) =>
+      guarded(async () => {
+        const granted = await scripts.reserve.run(redis, reserveKeys(request.accountId, request.period), [
+          request.reservationId,
+          request.minimum,
+          request.maximum,
+          request.ttlMs,
+          now(request.nowMs),
+        ]);
+        return num(granted);
+      }),
+    settle: (request) =>
+      guarded(async () => {
+        const p = keys.period(request.accountId, request.period);
+        const charged = await scripts.settle.run(
+          redis,
+          [
+            p.spent,
+            p.reservations,
+            p.expiries,
+            p.reserved,
+            p.settled,
+            keys.usage(request.accountId),
+            p.partial,
+            keys.account(request.accountId),
+            p.released,
+            p.partials,
+          ],
+          [
+            request.reservationId,
+            request.chargeUsdMicros,
+            SETTLED_KEEP_SECONDS,
+            ...(request.record ? usageFields(request.record) : []),
+          ],
+        );
+        return num(charged) === -2 ? "released" : "settled";
+      }),
+    release: (accountId, period, reservationId) =>
+      guarded(async () => {
+        const p = keys.period(accountId, period);
+        const r = await scripts.release.run(
+          redis,
+          [p.reservations, p.expiries, p.reserved, p.settled, p.released],
+          [reservationId, SETTLED_KEEP_SECONDS],
+        );
+        return num(r) === 2 ? "settled" : "released";
+      }),
 
     async listUsageRecords(accountId, pageSize, pageToken): Promise<UsagePage> {
       const before = pageToken ? decodeStreamToken(pageToken) : undefined;
       return guarded(async () => {
-        const entries = await redis.xrevrange(keys.usage(accountId), before ? `(${before}` : "+", "-", "COUNT", pageSize + 1);
+        const entries = await redis.xrevrange(
+          keys.usage(accountId),
+          before ? `(${before}` : "+",
+          "-",
+          "COUNT",
+          pageSize + 1,
+        );
         const page = entries.slice(0, pageSize);
         const records: UsageRecordRow[] = page.map(([, fields]) => parseUsage(accountId, fields));
         const last = page.at(-1);
@@ -177,9 +241,10 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       });
     },
 
-    ping: () => guarded(async () => {
-      await redis.ping();
-    }),
+    ping: () =>
+      guarded(async () => {
+        await redis.ping();
+      }),
     async close() {
       options.subscriber?.disconnect();
       redis.disconnect();

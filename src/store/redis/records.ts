@@ -4,7 +4,9 @@ import type { AccountPatch, AccountRecord, ApiKeyRecord, UsageRecordRow } from "
  * Record <-> Redis hash field mapping. Hashes hold strings only; a missing `cap` field is
  * "no cap", which the Lua scripts read as 0, and a patch writes only the fields it sets.
  */
-export function accountFields(a: AccountPatch & Partial<Pick<AccountRecord, "email" | "createTimeMs">>): Record<string, string> {
+export function accountFields(
+  a: AccountPatch & Partial<Pick<AccountRecord, "email" | "createTimeMs">>,
+): Record<string, string> {
   const out: Record<string, string> = {};
   if (a.spendCapUsdMicros !== undefined) out.cap = String(a.spendCapUsdMicros);
   if (a.onboardingComplete !== undefined) out.onboarded = a.onboardingComplete ? "1" : "0";
@@ -30,24 +32,47 @@ export function parseAccount(id: string, h: Record<string, string>): AccountReco
 
 export function apiKeyFields(k: ApiKeyRecord): Record<string, string> {
   return {
-    account: k.accountId, prefix: k.prefix, hash: k.hash, rps: String(k.rateLimitRps), burst: String(k.burst),
-    revoked: k.revoked ? "1" : "0", created: String(k.createTimeMs),
+    account: k.accountId,
+    prefix: k.prefix,
+    hash: k.hash,
+    rps: String(k.rateLimitRps),
+    burst: String(k.burst),
+    revoked: k.revoked ? "1" : "0",
+    created: String(k.createTimeMs),
   };
 }
 
 export function parseApiKey(id: string, h: Record<string, string>): ApiKeyRecord | undefined {
   if (h.hash === undefined || h.account === undefined) return undefined;
   return {
-    id, accountId: h.account, prefix: h.prefix ?? "", hash: h.hash, rateLimitRps: Number(h.rps), burst: Number(h.burst),
-    revoked: h.revoked === "1", createTimeMs: Number(h.created),
+    id,
+    accountId: h.account,
+    prefix: h.prefix ?? "",
+    hash: h.hash,
+    rateLimitRps: Number(h.rps),
+    burst: Number(h.burst),
+    revoked: h.revoked === "1",
+    createTimeMs: Number(h.created),
   };
 }
 
 /** A usage record as stream entry fields (name, value, name, value, ...). */
 export function usageFields(r: UsageRecordRow): string[] {
   return [
-    "id", r.id, "key", r.apiKeyId, "model", r.model, "prompt", String(r.promptTokens),
-    "completion", String(r.completionTokens), "cost", String(r.costUsdMicros), "created", String(r.createTimeMs),
+    "id",
+    r.id,
+    "key",
+    r.apiKeyId,
+    "model",
+    r.model,
+    "prompt",
+    String(r.promptTokens),
+    "completion",
+    String(r.completionTokens),
+    "cost",
+    String(r.costUsdMicros),
+    "created",
+    String(r.createTimeMs),
   ];
 }
 
@@ -55,7 +80,13 @@ export function parseUsage(accountId: string, fields: string[]): UsageRecordRow 
   const f: Record<string, string> = {};
   for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i] ?? ""] = fields[i + 1] ?? "";
   return {
-    id: f.id ?? "", accountId, apiKeyId: f.key ?? "", model: f.model ?? "",
-    promptTokens: Number(f.prompt), completionTokens: Number(f.completion), costUsdMicros: Number(f.cost), createTimeMs: Number(f.created),
+    id: f.id ?? "",
+    accountId,
+    apiKeyId: f.key ?? "",
+    model: f.model ?? "",
+    promptTokens: Number(f.prompt),
+    completionTokens: Number(f.completion),
+    costUsdMicros: Number(f.cost),
+    createTimeMs: Number(f.created),
   };
 }

@@ -29,9 +29,24 @@ describe("Redis store clock", () => {
     };
     const [a, b] = [await make(), await make()];
     const accountId = randomUUID();
-    await a.createAccount({ id: accountId, spendCapUsdMicros: 1_000, onboardingComplete: true, paymentStatus: "ok", subscriptionStatus: "active", createTimeMs: Date.now() });
+    await a.createAccount({
+      id: accountId,
+      spendCapUsdMicros: 1_000,
+      onboardingComplete: true,
+      paymentStatus: "ok",
+      subscriptionStatus: "active",
+      createTimeMs: Date.now(),
+    });
     const hold = (store: Store, id: string, nowMs: number) =>
-      store.reserve({ accountId, period: "2026-11", reservationId: id, minimum: 1_000, maximum: 1_000, ttlMs: 60_000, nowMs });
+      store.reserve({
+        accountId,
+        period: "2026-11",
+        reservationId: id,
+        minimum: 1_000,
+        maximum: 1_000,
+        ttlMs: 60_000,
+        nowMs,
+      });
     return { a, b, hold };
   }
 
