@@ -21,18 +21,22 @@ import {
 import { createTokenizer, type Tokenizer } from "./engines/tokenizer.ts";
 import type { Logger } from "./logger.ts";
 import { createMetrics, type Metrics } from "./metrics.ts";
+import { metricsHandler, reportMetricsToPrimary } from "./metrics-server.ts";
 import { createCoreHandler } from "./services/core-handler.ts";
 import { createLocalTransport } from "./services/local-transport.ts";
-import { createCore, type Core } from "./services/routes.ts";
+import { createCore, type Core } from "./services/core.ts";
 import { createLimitedH2cServer, createLimitedHttpServer, limitsOf } from "./server-limits.ts";
 import { createMemoryStore } from "./store/memory/index.ts";
 import { connectRedis, countCommands } from "./store/redis/client.ts";
 import { createRedisStore } from "./store/redis/index.ts";
+import { instrumentStore } from "./store/instrumented.ts";
 import type { Store } from "./store/store.ts";
+import { createTracing } from "./tracing.ts";
 
 /** A running Sluice: its addresses, its store (for the dev bootstrap and tests), and a stop. */
 export interface App {
   edgeUrl: string;
+  /** Where `/metrics` is served; empty in a cluster worker, whose primary serves them. */
   metricsUrl: string;
   /** Undefined for an edge-only process. */
   coreUrl: string | undefined;
@@ -49,6 +53,11 @@ export interface AppOptions {
   models?: ModelRegistry;
   /** Where `apiKeyEnv` of the models file is looked up; the process environment by default. */
   env?: Record<string, string | undefined>;
+  /**
+   * A worker of `SLUICE_WORKERS`: it does not serve `METRICS_PORT` itself but answers the
+   * primary, which serves the sum of every worker's metrics.
+   */
+  clusterWorker?: boolean;
 }
 
 function listen(server: Server | Http2Server, port: number, host: string): Promise<string> {
@@ -104,6 +113,7 @@ async function loadModels(
   tokenizer: Tokenizer,
   logger: Logger,
   env: Record<string, string | undefined>,
+  metrics: Metrics,
 ): Promise<ModelRegistry> {
   let entries: ModelEntry[] = BUILTIN_MODELS;
   if (config.SLUICE_MODELS !== undefined) entries = await loadModelsFile(config.SLUICE_MODELS);
@@ -129,6 +139,7 @@ async function loadModels(
       },
       breaker: { failureThreshold: entry.breakerFailures, openMs: entry.breakerOpenMs },
       logger,
+      onAttempt: metrics.upstream,
     });
   });
 }
@@ -168,6 +179,16 @@ async function createStore(config: Config, metrics: Metrics): Promise<Store> {
   });
 }
 
+/** The tracing the config asks for: on when an OTLP endpoint is set. */
+const tracingOf = (config: Config) =>
+  createTracing({
+    ...(config.OTEL_EXPORTER_OTLP_ENDPOINT !== undefined && { endpoint: config.OTEL_EXPORTER_OTLP_ENDPOINT }),
+    ...(config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT !== undefined && {
+      tracesEndpoint: config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    }),
+    serviceName: config.OTEL_SERVICE_NAME,
+  });
+
 /**
  * Builds and starts Sluice from a validated config: the core on `GRPC_PORT` (h2c gRPC,
  * Connect and gRPC-Web) and the HTTP edge on `PORT`, the edge reaching the core in-process
@@ -184,12 +205,16 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
   let transport: Transport;
   let coreUrl: string | undefined;
   let store: Store | undefined;
-  const metrics = createMetrics();
+  const metrics = createMetrics({ defaultMetrics: true });
+  const tracing = await tracingOf(config);
+  const tracer = tracing.tracer;
 
   if (config.CORE_URL === undefined) {
-    store = options.store ?? (await createStore(config, metrics));
+    store = instrumentStore(options.store ?? (await createStore(config, metrics)), metrics.storeError);
     const tokenizer = createTokenizer();
-    const models = options.models ?? (await loadModels(config, tokenizer, options.logger, options.env ?? process.env));
+    const env = options.env ?? process.env;
+    const models = options.models ?? (await loadModels(config, tokenizer, options.logger, env, metrics));
+    metrics.watchUpstreams(() => models.list().flatMap((m) => m.engine.upstreams?.() ?? []));
     closeEngines = async () => {
       await Promise.all(models.list().map((m) => m.engine.close?.()));
     };
@@ -199,6 +224,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
       tokenizer,
       logger: options.logger,
       metrics,
+      ...(tracer && { tracer }),
       now,
       reservationTtlMs: config.SLUICE_RESERVATION_TTL_MS,
       adminToken: config.SLUICE_ADMIN_TOKEN,
@@ -237,19 +263,22 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
       writeTimeoutMs: config.SLUICE_SSE_WRITE_TIMEOUT_MS,
       logger: options.logger,
       metrics,
+      ...(tracer && { tracer }),
     }),
     limits,
   );
   const edgeUrl = await listen(edge, config.PORT, host);
   closers.push(() => closeServer(edge, config.SLUICE_SHUTDOWN_GRACE_MS));
 
-  // Metrics are served apart from the public port, so they are never exposed by accident.
-  const metricsServer = createLimitedHttpServer((req, res) => {
-    if (req.url !== "/metrics") return res.writeHead(404).end();
-    res.writeHead(200, { "content-type": "text/plain; version=0.0.4" }).end(metrics.render());
-  }, limits);
-  const metricsUrl = await listen(metricsServer, config.METRICS_PORT, host);
-  closers.push(() => closeServer(metricsServer, 0));
+  // Metrics are served apart from the public port, so they are never exposed by accident; a
+  // worker's are summed with its siblings' by the primary, which serves them.
+  let metricsUrl = "";
+  if (options.clusterWorker) reportMetricsToPrimary(metrics);
+  else {
+    const metricsServer = createLimitedHttpServer(metricsHandler(metrics.contentType, metrics.render), limits);
+    metricsUrl = await listen(metricsServer, config.METRICS_PORT, host);
+    closers.push(() => closeServer(metricsServer, 0));
+  }
 
   return {
     edgeUrl,
@@ -265,6 +294,8 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
       core?.calls.stop();
       await closeEngines();
       await store?.close();
+      // The spans of the calls just ended are sent last.
+      await tracing.shutdown().catch(() => undefined);
     },
   };
 }

@@ -40,6 +40,9 @@ export function planDevStart(config: Config): DevStart {
   return { config: { ...config, SLUICE_ADMIN_TOKEN: madeUpToken, HOST: config.HOST ?? DEV_HOST }, madeUpToken };
 }
 
+/** Where `npm start` serves the core unless `GRPC_PORT` says otherwise; `npm run admin` looks there. */
+export const DEFAULT_CORE_URL = "http://127.0.0.1:50051";
+
 /** What the bootstrap made, to print once. */
 export interface DevCredentials {
   accountId: string;
@@ -48,7 +51,9 @@ export interface DevCredentials {
 
 /**
  * Creates the dev account and key through the Admin API itself, so the bootstrap obeys the
- * same rules as any operator and needs no back door into the store.
+ * same rules as any operator and needs no back door into the store. `npm start` calls it only
+ * on a store without accounts (`Store.hasAccounts`), so a store that already has some is never
+ * given a second dev account.
  */
 export async function bootstrapDevAccount(coreUrl: string, adminToken: MadeUpAdminToken): Promise<DevCredentials> {
   const admin = createClient(AdminService, createGrpcTransport({ baseUrl: coreUrl }));
@@ -63,8 +68,12 @@ export async function bootstrapDevAccount(coreUrl: string, adminToken: MadeUpAdm
 }
 
 /**
- * The lines `npm start` prints for a newcomer: the key, the admin token and a working curl.
- * It takes only a made-up token: printing an operator's token would leak it into logs.
+ * The lines `npm start` prints for a newcomer: the key, the admin token, a working curl, an
+ * `export` line and an admin command. It takes only a made-up token: printing an operator's
+ * token would leak it into logs. The export line leaves `CORE_URL` out on purpose: in the
+ * shell it is pasted into, it would make the next `npm start` an edge-only process pointed at
+ * this core. The admin command sets `CORE_URL` for itself alone, and only when the core is not
+ * where the CLI looks by default.
  */
 export function devBanner(
   edgeUrl: string,
@@ -78,11 +87,14 @@ export function devBanner(
     `  account      ${creds.accountId}`,
     `  API key      ${creds.apiKey}`,
     `  admin token  ${adminToken}`,
+    `  core         ${coreUrl} (gRPC, Connect and gRPC-Web; the Admin API lives here)`,
     "",
     "Try it:",
     `  curl -s ${edgeUrl}/v1/chat/completions -H 'Authorization: Bearer ${creds.apiKey}' -H 'Content-Type: application/json' -d '{"messages":[{"role":"user","content":"What is Sluice?"}]}'`,
     "",
-    `  export OPENAI_BASE_URL=${edgeUrl}/v1 OPENAI_API_KEY=${creds.apiKey} SLUICE_ADMIN_TOKEN=${adminToken} SLUICE_CORE_URL=${coreUrl}`,
+    "Then, for the README tour (curl, the openai SDK, npm run admin), paste into your shell:",
+    `  export OPENAI_BASE_URL=${edgeUrl}/v1 OPENAI_API_KEY=${creds.apiKey} SLUICE_ADMIN_TOKEN=${adminToken}`,
+    `  ${coreUrl === DEFAULT_CORE_URL ? "" : `CORE_URL=${coreUrl} `}npm run admin -- get-account ${creds.accountId}`,
     "",
   ].join("\n");
 }

@@ -3,6 +3,8 @@ import { ConfigError, loadConfig } from "./config/index.ts";
 import { bootstrapDevAccount, devBanner, planDevStart } from "./dev-bootstrap.ts";
 import { ModelsFileError } from "./engines/models.ts";
 import { createLogger, flushLogs } from "./logger.ts";
+import { clusterMetricsHandler } from "./metrics-server.ts";
+import { createLimitedHttpServer, limitsOf } from "./server-limits.ts";
 import { isWorker, reportStarted, runPrimary, workerCount } from "./workers.ts";
 
 /** The line that says where Sluice listens (tests and scripts read it). */
@@ -22,11 +24,16 @@ async function main(): Promise<void> {
       flushLogs();
       process.stdout.write(startLine(edgeUrl, coreUrl ?? config.CORE_URL));
     });
+    // The primary serves the sum of its workers' metrics; a worker's own would be one at random.
+    createLimitedHttpServer(clusterMetricsHandler(), limitsOf(config)).listen(
+      config.METRICS_PORT,
+      config.HOST ?? "0.0.0.0",
+    );
     return;
   }
   // DESIGN: only a developer's first run makes up an admin token, and it then binds loopback.
   const { config: startConfig, madeUpToken } = planDevStart(config);
-  const app = await startApp(startConfig, { logger });
+  const app = await startApp(startConfig, { logger, clusterWorker: isWorker() });
 
   // Stopping works from the moment the servers listen, the dev bootstrap included.
   let stopping = false;
@@ -47,7 +54,7 @@ async function main(): Promise<void> {
   if (isWorker()) reportStarted(app.edgeUrl, app.coreUrl);
   else process.stdout.write(startLine(app.edgeUrl, app.coreUrl ?? config.CORE_URL));
 
-  if (madeUpToken !== undefined && app.coreUrl !== undefined && (await app.store?.countAccounts()) === 0) {
+  if (madeUpToken !== undefined && app.coreUrl !== undefined && (await app.store?.hasAccounts()) === false) {
     try {
       const creds = await bootstrapDevAccount(app.coreUrl, madeUpToken);
       flushLogs();

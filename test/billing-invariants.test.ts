@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createExtractiveEngine } from "../src/engines/extractive/index.ts";
 import { createTokenizer } from "../src/engines/tokenizer.ts";
-import { balanceOf, eventually, usageRecordsOf } from "./support/envelopes.ts";
+import { eventually } from "./support/envelopes.ts";
+import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { registryWith, scriptedEngine } from "./support/engines.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
 import { asRecord, CHAT_MESSAGES, postChat } from "./support/http.ts";

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PaymentStatus, SubscriptionStatus } from "../gen/sluice/admin/v1/admin_service_pb.ts";
 import { generateApiKey } from "../src/services/auth/api-key.ts";
-import { balanceOf, expectDetail, expectStructured, usageRecordsOf } from "./support/envelopes.ts";
+import { expectDetail, expectStructured } from "./support/envelopes.ts";
+import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { sleep } from "./support/engines.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
 import { CHAT_MESSAGES, chunkedUpload, postChat, rawRequest, tryJson, type Reply } from "./support/http.ts";

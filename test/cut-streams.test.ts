@@ -1,6 +1,7 @@
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { balanceOf, eventually, usageRecordsOf } from "./support/envelopes.ts";
+import { eventually } from "./support/envelopes.ts";
+import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
 
 /**

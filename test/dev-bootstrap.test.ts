@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import { once } from "node:events";
 import { connect } from "node:net";
 import { networkInterfaces, platform } from "node:os";
+import { dirname } from "node:path";
 import { promisify } from "node:util";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -14,6 +15,8 @@ import { planDevStart } from "../src/dev-bootstrap.ts";
 const run = promisify(execFile);
 const STARTED = /Sluice edge on (http:\/\/\S+)\/v1, core \(gRPC\/Connect\/gRPC-Web\) on (http:\/\/\S+)/;
 const BANNER_END = "export OPENAI_BASE_URL";
+/** The banner's last line: an admin command that reads the export line's variables. */
+const BANNER_DONE = /npm run admin -- get-account \S+\n/;
 /** Variables of the test runner's own environment that would change what is under test. */
 const INHERITED_OUT = [
   "HOST",
@@ -123,7 +126,7 @@ const urls = (output: string) => {
 describe("npm start on an empty memory store, no operator token (a developer's first run)", () => {
   let output = "";
   beforeAll(async () => {
-    output = await startMain({}).waitFor(BANNER_END);
+    output = await startMain({}).waitFor(BANNER_DONE);
   });
 
   it("prints a key, an admin token and a curl line that answers", async () => {
@@ -138,6 +141,25 @@ describe("npm start on an empty memory store, no operator token (a developer's f
     const reply = JSON.parse(body) as { object: string; choices: { message: { content: string } }[] };
     expect(reply.object).toBe("chat.completion");
     expect(reply.choices[0]?.message.content.length).toBeGreaterThan(0);
+  });
+
+  it("prints an export line without CORE_URL, and an admin command that works after it", async () => {
+    const lines = output.split("\n").map((l) => l.trim());
+    const exportLine = lines.find((l) => l.startsWith("export ")) ?? "";
+    const adminLine = lines.find((l) => l.includes("npm run admin -- get-account")) ?? "";
+    const accountId = /^ {2}account\s+(\S+)$/m.exec(output)?.[1] ?? "";
+    const { coreUrl } = urls(output);
+    // Pasted into a shell, the line must not turn the next `npm start` there into an edge-only process.
+    expect(exportLine).not.toContain("CORE_URL");
+    // The core runs on a port of its own here, so the admin command names it for itself alone.
+    expect(adminLine).toBe(`CORE_URL=${coreUrl} npm run admin -- get-account ${accountId}`);
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !INHERITED_OUT.includes(k)));
+    const { stdout } = await run("bash", ["-c", `${exportLine}; echo "CORE_URL=\${CORE_URL-unset}"; ${adminLine}`], {
+      env: { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ""}` },
+    });
+    expect(stdout).toContain("CORE_URL=unset");
+    expect(stdout).toContain(`"id": "${accountId}"`);
+    expect(stdout).toContain('"spendCapUsdMicros": "10000000"');
   });
 
   it("binds loopback only, since it runs on a token it made up", async () => {

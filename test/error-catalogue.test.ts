@@ -2,15 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PaymentStatus, SubscriptionStatus } from "../gen/sluice/admin/v1/admin_service_pb.ts";
 import { generateApiKey } from "../src/services/auth/api-key.ts";
 import {
-  balanceOf,
   eventually,
   expectDetail,
   expectKeyedHeaders,
   expectRetryAfter,
   expectStructured,
   secondsToNextUtcMonth,
-  usageRecordsOf,
 } from "./support/envelopes.ts";
+import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
 import { CHAT_MESSAGES, postChat } from "./support/http.ts";
 

@@ -19,11 +19,11 @@ async function balanceAfterClose(app: TestApp, accountId: string): Promise<Balan
   const now = Date.now();
   if (app.redisUrl === undefined) {
     if (!app.store) throw new Error("no store");
-    return app.store.balance(accountId, periodOf(now), now);
+    return app.store.balance({ accountId, period: periodOf(now), nowMs: now });
   }
   const store = createRedisStore({ redis: await connectRedis(app.redisUrl) });
   try {
-    return await store.balance(accountId, periodOf(now), now);
+    return await store.balance({ accountId, period: periodOf(now), nowMs: now });
   } finally {
     await store.close();
   }

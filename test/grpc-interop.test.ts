@@ -3,7 +3,7 @@ import type { MethodDefinition } from "@grpc/proto-loader";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { generateApiKey } from "../src/services/auth/api-key.ts";
-import { balanceOf, usageRecordsOf } from "./support/envelopes.ts";
+import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import {
   grpcClient,
   isServiceError,
@@ -36,9 +36,11 @@ const streamEventSchema = z.object({
 const unaryChatSchema = z.object({
   id: z.string(),
   model: z.string(),
+  choices: z.array(z.object({ content: z.string(), finishReason: z.string() })),
+  usage: usageSchema,
+  // Deprecated (the answer is `choices`), still filled with choice 0 for clients built before it.
   content: z.string(),
   finishReason: z.string(),
-  usage: usageSchema,
 });
 
 let app: TestApp;
@@ -106,9 +108,11 @@ describe("grpc-js against the core", () => {
     expect(Number(usage?.completionTokens)).toBeGreaterThan(0);
 
     const whole = unaryChatSchema.parse((await unary(client, createChat, params, bearer(apiKey))).response);
-    expect(deltas.map((e) => e.delta ?? "").join("")).toBe(whole.content);
+    expect(whole.choices).toHaveLength(1);
+    expect(deltas.map((e) => e.delta ?? "").join("")).toBe(whole.choices[0]?.content);
     expect(whole.usage).toEqual(usage);
-    expect(whole.finishReason).toBe("FINISH_REASON_STOP");
+    expect(whole.choices[0]?.finishReason).toBe("FINISH_REASON_STOP");
+    expect({ content: whole.content, finishReason: whole.finishReason }).toEqual(whole.choices[0]);
 
     const records = await usageRecordsOf(app, accountId);
     expect(records.map((r) => r.id).sort()).toEqual([id, whole.id].sort());

@@ -2,6 +2,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatBody, chatOnce, pool, type ChatOutcome } from "./support/chat-load.ts";
 import { expectStructured } from "./support/envelopes.ts";
+import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { tryJson } from "./support/http.ts";
 import { startRedisServer, type RedisServer } from "./support/redis-server.ts";
 import { adminOf, spawnSluice, type AdminHandle, type SluiceProcess } from "./support/sluice-process.ts";
@@ -72,7 +73,7 @@ async function sampleBalances(
   for (let i = 0; !done.stopped; i++) {
     const client = admins[i % admins.length] ?? admin;
     pending.push(
-      client.balance(accountId).then(
+      balanceOf(client, accountId).then(
         (b) => b.spent + b.reserved,
         (err: unknown) => String(err),
       ),
@@ -106,8 +107,8 @@ describe("four Sluice processes sharing one Redis", () => {
     const aborted = of("sse-abort");
     const refused = of("refused");
     const other = of("other");
-    const balance = await admin.balance(accountId);
-    const records = await admin.usageRecords(accountId);
+    const balance = await balanceOf(admin, accountId);
+    const records = await usageRecordsOf(admin, accountId);
     const partial = BigInt((await raw?.get(`sluice:{a:${accountId}}:p:${period}:partial`)) ?? "0");
     const recordSum = records.reduce((sum, r) => sum + r.costUsdMicros, 0n);
     console.log(

@@ -7,21 +7,22 @@ import { startRedisServer, type RedisServer } from "./support/redis-server.ts";
 
 /**
  * Issue 8, "one of each per call": a chat call through the edge costs one key lookup, one
- * admission and one settle, and on Redis two round trips in all once the key is cached.
+ * rate-limit charge (which takes the hold) and one settle, and on Redis two round trips in all
+ * once the key is cached.
  * Store-specific on purpose (it counts a memory store's calls and a Redis of its own).
  */
 
-type Counted = "findApiKeyByHash" | "admit" | "settle" | "release" | "reserve" | "getAccount";
+type Counted = "findApiKeyByHash" | "chargeRateLimit" | "settle" | "release" | "extendReservation" | "getAccount";
 
 /** A memory store that counts the calls of the methods a chat call may make. */
 function countingStore(): { store: Store; counts: Record<Counted, number> } {
   const inner = createMemoryStore();
   const counts: Record<Counted, number> = {
     findApiKeyByHash: 0,
-    admit: 0,
+    chargeRateLimit: 0,
     settle: 0,
     release: 0,
-    reserve: 0,
+    extendReservation: 0,
     getAccount: 0,
   };
   const store: Store = {
@@ -30,21 +31,21 @@ function countingStore(): { store: Store; counts: Record<Counted, number> } {
       counts.findApiKeyByHash++;
       return inner.findApiKeyByHash(hash);
     },
-    admit: (key, now, reserve) => {
-      counts.admit++;
-      return inner.admit(key, now, reserve);
+    chargeRateLimit: (request) => {
+      counts.chargeRateLimit++;
+      return inner.chargeRateLimit(request);
     },
     settle: (request) => {
       counts.settle++;
       return inner.settle(request);
     },
-    release: (a, p, id) => {
+    release: (reservation) => {
       counts.release++;
-      return inner.release(a, p, id);
+      return inner.release(reservation);
     },
-    reserve: (request) => {
-      counts.reserve++;
-      return inner.reserve(request);
+    extendReservation: (request) => {
+      counts.extendReservation++;
+      return inner.extendReservation(request);
     },
     getAccount: (id) => {
       counts.getAccount++;
@@ -68,7 +69,7 @@ afterAll(async () => {
 });
 
 describe("one of each per chat call", () => {
-  it.each([false, true])("one key lookup, one admission, one settle (stream: %s)", async (stream) => {
+  it.each([false, true])("one key lookup, one rate-limit charge, one settle (stream: %s)", async (stream) => {
     const { store, counts } = countingStore();
     const app = await startTestApp({ REDIS_URL: "" }, { store });
     apps.push(app);
@@ -76,7 +77,14 @@ describe("one of each per chat call", () => {
     for (const k of Object.keys(counts) as Counted[]) counts[k] = 0;
     const reply = await postChat(app, apiKey, { messages: CHAT_MESSAGES, stream });
     expect(reply.status).toBe(200);
-    expect(counts).toEqual({ findApiKeyByHash: 1, admit: 1, settle: 1, release: 0, reserve: 0, getAccount: 1 });
+    expect(counts).toEqual({
+      findApiKeyByHash: 1,
+      chargeRateLimit: 1,
+      settle: 1,
+      release: 0,
+      extendReservation: 0,
+      getAccount: 1,
+    });
   });
 
   it.each([false, true])("two Redis round trips once the key and account are cached (stream: %s)", async (stream) => {

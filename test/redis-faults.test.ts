@@ -1,11 +1,12 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startChildApp, type ChildApp } from "./support/child-app.ts";
-import { balanceOf, eventually, expectRetryAfter, expectStructured, usageRecordsOf } from "./support/envelopes.ts";
+import { eventually, expectRetryAfter, expectStructured } from "./support/envelopes.ts";
+import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { sleep } from "./support/engines.ts";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "./support/harness.ts";
 import { CHAT_MESSAGES, postChat, tryJson, type Reply } from "./support/http.ts";
 import { startRedisServer, type RedisServer } from "./support/redis-server.ts";
+import { spawnSlowSluice, type SluiceProcess } from "./support/sluice-process.ts";
 import { chunksOf, parseSse, streamedText } from "./support/sse.ts";
 import { SLOW_MODEL, SLOW_PACE, slowModels } from "./support/slow-model.ts";
 import { contentDeltas, readStream, type StreamReader } from "./support/stream-reader.ts";
@@ -224,7 +225,7 @@ describe("Redis outage and recovery: one app, an AOF redis-server of its own", (
     // The scripts were refused with NOSCRIPT, sent again with EVAL, and are cached again.
     const errors = await redisInfo(redis.url, "errorstats");
     expect(infoCount(errors, "errorstat_NOSCRIPT", "count"), errors).toBeGreaterThan(0);
-    // The chat call's admission and settle scripts were both loaded again through EVAL.
+    // The chat call's rate-limit and settle scripts were both loaded again through EVAL.
     expect(infoCount(await redisInfo(redis.url, "commandstats"), "cmdstat_eval", "calls")).toBeGreaterThanOrEqual(2);
     expect(infoCount(await redisInfo(redis.url, "memory"), "number_of_cached_scripts")).toBeGreaterThan(0);
 
@@ -277,7 +278,7 @@ describe("Redis outage and recovery: one app, an AOF redis-server of its own", (
 describe("a process killed mid-call: its reservation expires (child process on a shared redis-server)", () => {
   let redis: RedisServer;
   let app: TestApp;
-  let child: ChildApp | undefined;
+  let child: SluiceProcess | undefined;
   const TTL_MS = 1500;
   /** Small enough that the killed call's hold (its worst case is far above) takes the whole cap. */
   const CAP = 5000n;
@@ -288,14 +289,14 @@ describe("a process killed mid-call: its reservation expires (child process on a
   });
 
   afterAll(async () => {
-    await child?.close();
+    await child?.stop();
     await app?.close();
     await redis?.close();
   });
 
   it("the hold stays (blocking the account) until its TTL, then expires uncharged and the account can call again", async () => {
     const { apiKey, accountId } = await app.newAccount({ capUsdMicros: CAP, rps: 1000, burst: 1000 });
-    child = await startChildApp({
+    child = await spawnSlowSluice({
       REDIS_URL: redis.url,
       PORT: "0",
       GRPC_PORT: "0",

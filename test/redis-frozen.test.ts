@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { balanceOf, eventually, expectRetryAfter, expectStructured, usageRecordsOf } from "./support/envelopes.ts";
+import { eventually, expectRetryAfter, expectStructured } from "./support/envelopes.ts";
+import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { sleep } from "./support/engines.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
 import { CHAT_MESSAGES, postChat, tryJson, type Reply } from "./support/http.ts";

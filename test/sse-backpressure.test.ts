@@ -2,7 +2,8 @@ import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FinishReason } from "../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { Engine, EngineEvent } from "../src/engines/engine.ts";
-import { balanceOf, eventually, usageRecordsOf } from "./support/envelopes.ts";
+import { eventually } from "./support/envelopes.ts";
+import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { registryWith } from "./support/engines.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
 

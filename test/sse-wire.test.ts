@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { balanceOf, expectKeyedHeaders, usageRecordsOf } from "./support/envelopes.ts";
+import { expectKeyedHeaders } from "./support/envelopes.ts";
+import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { registryWith, scriptedEngine } from "./support/engines.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
 import { asRecord, CHAT_MESSAGES, postChat, type Reply } from "./support/http.ts";

@@ -23,7 +23,7 @@ import {
   startUpstreamApp,
   type UpstreamApp,
 } from "./support/upstream-app.ts";
-import { balanceOf } from "./support/envelopes.ts";
+import { balanceOf } from "./support/ledger.ts";
 
 /**
  * README "Real model servers": `llama-3.1-8b` mapped to an OpenAI-compatible server (a fake

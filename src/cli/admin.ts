@@ -14,6 +14,7 @@ import {
   SubscriptionStatus,
   UpdateAccountResponseSchema,
 } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
+import { DEFAULT_CORE_URL } from "../dev-bootstrap.ts";
 import { reasonOf } from "../errors/catalogue.ts";
 
 const USAGE = `Usage: npm run admin -- <command> [options]
@@ -30,11 +31,20 @@ Commands:
 
 Environment:
   SLUICE_ADMIN_TOKEN  the Admin bearer token (required)
-  SLUICE_CORE_URL     the core's address (default http://127.0.0.1:50051)
+  CORE_URL            the core's address (default ${DEFAULT_CORE_URL}, where npm start serves it)
 `;
 
 /** Thrown for a command line the CLI cannot act on; printed with the usage. */
 class UsageError extends Error {}
+
+/** Where the core is: `CORE_URL`, the variable an edge-only process reads too, or `npm start`'s default. */
+function coreUrl(): string {
+  const url = process.env.CORE_URL || DEFAULT_CORE_URL;
+  if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) {
+    throw new UsageError(`CORE_URL must be an http:// or https:// URL, such as ${DEFAULT_CORE_URL} (got "${url}")`);
+  }
+  return url;
+}
 
 function capMicros(values: { "cap-usd"?: string | undefined; "cap-micros"?: string | undefined }): bigint | undefined {
   if (values["cap-micros"] !== undefined) {
@@ -87,10 +97,7 @@ async function run(argv: string[]): Promise<void> {
   }
   const token = process.env.SLUICE_ADMIN_TOKEN;
   if (!token) throw new UsageError("SLUICE_ADMIN_TOKEN is not set");
-  const admin = createClient(
-    AdminService,
-    createGrpcTransport({ baseUrl: process.env.SLUICE_CORE_URL ?? "http://127.0.0.1:50051" }),
-  );
+  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: coreUrl() }));
   const opts = { headers: { authorization: `Bearer ${token}` }, timeoutMs: 10_000 };
   const need = (value: string | undefined, what: string): string => {
     if (!value) throw new UsageError(`${command} needs ${what}`);
@@ -188,8 +195,16 @@ run(process.argv.slice(2)).catch((err: unknown) => {
     process.exit(2);
   }
   if (err instanceof ConnectError) {
-    const hint = err.code === Code.Unavailable ? " (is the core running at SLUICE_CORE_URL?)" : "";
-    process.stderr.write(`admin: ${Code[err.code]} ${reasonOf(err) ?? ""}: ${err.rawMessage}${hint}\n`);
+    const reason = reasonOf(err);
+    // No ErrorInfo: the core never answered (refused, unresolvable, or silent past the timeout).
+    if (reason === undefined && (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded)) {
+      process.stderr.write(
+        `admin: cannot reach the core at ${process.env.CORE_URL || DEFAULT_CORE_URL} (${err.rawMessage}); ` +
+          "start it with npm start, or set CORE_URL to its address\n",
+      );
+      process.exit(1);
+    }
+    process.stderr.write(`admin: ${Code[err.code]} ${reason ?? ""}: ${err.rawMessage}\n`);
     process.exit(1);
   }
   process.stderr.write(`admin: ${err instanceof Error ? err.message : String(err)}\n`);

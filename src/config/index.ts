@@ -133,7 +133,20 @@ export const configSchema = z.object({
   SLUICE_LOG: z
     .enum(["debug", "info", "warn", "error", "silent"])
     .default("info")
-    .describe("Log level; logs are JSON lines on stderr."),
+    .describe("Log level; logs are JSON lines on stderr (pino), one access line per HTTP request and per RPC."),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z
+    .string()
+    .url()
+    .optional()
+    .describe(
+      "OpenTelemetry collector base URL (http://collector:4318); set, spans go to its /v1/traces over OTLP/HTTP (JSON). Unset, tracing is off.",
+    ),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z
+    .string()
+    .url()
+    .optional()
+    .describe("Full OTLP/HTTP traces URL, used as is; wins over OTEL_EXPORTER_OTLP_ENDPOINT."),
+  OTEL_SERVICE_NAME: z.string().min(1).default("sluice").describe("The service.name of the spans Sluice sends."),
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -1,4 +1,6 @@
 import type { Client, ContextValues } from "@connectrpc/connect";
+import type { Tracer } from "@opentelemetry/api";
+import type { CallFacts } from "../call-facts.ts";
 import type { Health } from "../../gen/grpc/health/v1/health_pb.ts";
 import type { CompletionService } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { IdentityService } from "../../gen/sluice/identity/v1/identity_service_pb.ts";
@@ -23,6 +25,8 @@ export interface EdgeDeps {
   writeTimeoutMs: number;
   logger: Logger;
   metrics?: Metrics;
+  /** Set when tracing is on: each request is a server span, and the core hears of it by `traceparent`. */
+  tracer?: Tracer;
 }
 
 /** Per-request values of one HTTP exchange. */
@@ -36,6 +40,10 @@ export interface EdgeRequest {
    * transport does not send them.
    */
   values: ContextValues;
+  /** What the request learns of itself, for its access line, metrics and span. */
+  facts: CallFacts;
+  /** The W3C trace headers naming this request's span, sent with each core call; empty when tracing is off. */
+  propagation: Record<string, string>;
 }
 
 /** The options of a keyed core call: its headers and the request's context values. */
@@ -45,7 +53,11 @@ export function coreCall(r: EdgeRequest): { headers: Record<string, string>; con
 
 /** Headers every keyed call forwards to the core. */
 export function coreHeaders(r: EdgeRequest): Record<string, string> {
-  return { "x-request-id": r.requestId, ...(r.authorization !== undefined && { authorization: r.authorization }) };
+  return {
+    "x-request-id": r.requestId,
+    ...r.propagation,
+    ...(r.authorization !== undefined && { authorization: r.authorization }),
+  };
 }
 
 /** Copies the rate-limit headers of a core response so HTTP callers see them too. */

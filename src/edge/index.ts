@@ -3,6 +3,7 @@ import { createContextValues } from "@connectrpc/connect";
 import { HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.ts";
 import { httpErrorFor } from "../errors/http.ts";
 import { parseBearer } from "../protocol/bearer.ts";
+import { startAccess } from "./access.ts";
 import { handleChat } from "./chat/index.ts";
 import { coreCall, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "./context.ts";
 import { writeCoreError, writeError, writeJson } from "./respond.ts";
@@ -23,6 +24,8 @@ const handleMe: Handler = async (_req, res, deps, r) => {
         },
       },
     );
+    r.facts.accountId = me.id;
+    r.facts.apiKeyId = me.apiKeyId;
     writeJson(res, 200, { id: me.id, email: me.email ?? null }, headers);
   } catch (err) {
     writeCoreError(res, err, deps.links, headers, false);
@@ -87,15 +90,7 @@ export function createEdge(deps: EdgeDeps): RequestListener {
     const routeKey = path.length > 1 ? path.replace(/\/+$/, "") : path;
     const route = ROUTES[routeKey];
     const base = { "x-request-id": requestId };
-    const started = performance.now();
-    res.once("close", () =>
-      deps.metrics?.http(
-        route ? routeKey : "other",
-        req.method ?? "",
-        res.statusCode,
-        (performance.now() - started) / 1000,
-      ),
-    );
+    const { facts, propagation } = startAccess(req, res, deps, route ? routeKey : "other", requestId);
     if (!route) return writeError(res, httpErrorFor("not_found", deps.links), base, true);
     const handler = route[req.method ?? "GET"];
     if (!handler)
@@ -110,6 +105,8 @@ export function createEdge(deps: EdgeDeps): RequestListener {
       requestId,
       authorization: parseBearer(authorization) === undefined ? undefined : authorization,
       values: createContextValues(),
+      facts,
+      propagation,
     };
     handler(req, res, deps, r).catch((err: unknown) => {
       deps.logger.error("edge handler failed", {

@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { toHttpError, type HttpError } from "../errors/http.ts";
 import type { ErrorLinks } from "../errors/catalogue.ts";
+import { noteReason } from "./access.ts";
 
 /** Writes a body with its status and headers, then ends the response (see `finish`). */
 function send(
@@ -69,6 +70,7 @@ export function writeError(
     res.destroy();
     return;
   }
+  if (error.reason !== undefined) noteReason(res, error.reason);
   const headers = { ...extra, ...error.headers };
   if (typeof error.body === "string")
     send(res, error.status, headers, "text/plain; charset=utf-8", error.body, bodyUnread);

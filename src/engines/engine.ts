@@ -1,5 +1,6 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { FinishReason } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
+import type { UpstreamHealth } from "../metrics.ts";
 
 /** One turn of the conversation, as every engine sees it. */
 export interface EngineMessage {
@@ -40,6 +41,10 @@ export interface EngineRequest {
   topLogprobs?: number;
   /** How many answers to generate (1..8; 1 when unset); their deltas carry `choice`. */
   n?: number;
+  /** The call's request id, which an engine calling a server sends on as `x-request-id`. */
+  requestId?: string;
+  /** W3C trace headers (`traceparent`) naming the engine span, for an engine calling a server. */
+  propagation?: Record<string, string>;
 }
 
 /** A piece of generated text and how many output tokens it holds. */
@@ -85,4 +90,6 @@ export interface Engine {
   ready(): Promise<void>;
   /** Releases connections and timers, when the engine holds any. */
   close?(): Promise<void>;
+  /** The model servers behind the engine and their breakers, for the metrics; none for a built-in engine. */
+  upstreams?(): UpstreamHealth[];
 }

@@ -8,7 +8,7 @@ import type { Logger } from "../logger.ts";
 import { sluiceError } from "../errors/catalogue.ts";
 import { requestIdFrom } from "../protocol/request-id.ts";
 import { keyCheck, rateLimitHeaders } from "./auth/index.ts";
-import type { Core } from "./routes.ts";
+import type { Core } from "./core.ts";
 import { reasonOfRefusal, refusalOf } from "./protocol-errors.ts";
 
 /**

@@ -5,7 +5,6 @@ import { Code, ConnectError, createClient, type Transport } from "@connectrpc/co
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
-import { AdminService } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
 import {
   ChatParamsSchema,
   CompletionService,
@@ -13,23 +12,17 @@ import {
 } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { IdentityService } from "../../gen/sluice/identity/v1/identity_service_pb.ts";
 import type { Engine } from "../engines/engine.ts";
-import { BUILTIN_MODELS, createModelRegistry } from "../engines/models.ts";
-import { createTokenizer } from "../engines/tokenizer.ts";
 import { CATALOGUE, isReason, sluiceError, type Reason } from "../errors/catalogue.ts";
 import { firstValue } from "../errors/http.ts";
 import { silentLogger } from "../logger.ts";
-import { createMemoryStore } from "../store/memory/index.ts";
 import { createCoreHandler } from "./core-handler.ts";
 import { createLocalTransport } from "./local-transport.ts";
-import { createCore } from "./routes.ts";
+import { createCoreFixture } from "../testing/core-fixture.ts";
 
 /**
  * The local transport must be the gRPC path without the wire: the same answers, errors
  * included, and no protobuf encoding at all.
  */
-
-const ADMIN_TOKEN = "admin-token-for-tests";
-const ADMIN = { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } };
 
 /** An engine that fails with the catalogue reason named by the last message, or answers "ok". */
 const reasonEngine: Engine = {
@@ -42,15 +35,7 @@ const reasonEngine: Engine = {
   ready: async () => undefined,
 };
 
-const core = createCore({
-  store: createMemoryStore(),
-  models: createModelRegistry(BUILTIN_MODELS, () => reasonEngine),
-  tokenizer: createTokenizer(),
-  logger: silentLogger,
-  now: Date.now,
-  reservationTtlMs: 60_000,
-  adminToken: ADMIN_TOKEN,
-});
+const { core, newAccount, newKey } = createCoreFixture({ engine: reasonEngine });
 const server = createServer(
   createCoreHandler({
     ...core,
@@ -69,12 +54,13 @@ beforeAll(async () => {
     ["local", createLocalTransport(core.routes, core.interceptors)],
     ["grpc", createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` })],
   ];
-  const admin = createClient(AdminService, paths[0]?.[1] as Transport);
-  const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: 1_000_000_000n }, ADMIN);
-  key = (await admin.createApiKey({ accountId: account?.id ?? "", rateLimitRps: 100_000, burst: 100_000 }, ADMIN))
-    .secret;
-  limitedKey = (await admin.createApiKey({ accountId: account?.id ?? "", rateLimitRps: 0.001, burst: 1 }, ADMIN))
-    .secret;
+  const { accountId, secret } = await newAccount({
+    capUsdMicros: 1_000_000_000n,
+    rateLimitRps: 100_000,
+    burst: 100_000,
+  });
+  key = secret;
+  limitedKey = (await newKey(accountId, { rateLimitRps: 0.001, burst: 1 })).secret;
 });
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
@@ -180,7 +166,7 @@ describe("the local transport and gRPC give the same answers", () => {
           },
         });
         return {
-          content: res.content,
+          content: res.choices[0]?.content,
           usage: res.usage?.totalTokens,
           requestId: header?.get("x-request-id"),
           limit: header?.get("x-ratelimit-limit-requests"),
@@ -203,7 +189,7 @@ describe("a one-process call encodes no protobuf message", () => {
       { params: unencodable() },
       bearer(key),
     );
-    expect(local.content).toBe("ok");
+    expect(local.choices[0]?.content).toBe("ok");
     await expect(
       clients(paths[1]?.[1] as Transport).completion.createChatCompletion({ params: unencodable() }, bearer(key)),
     ).rejects.toThrow(/int64/);

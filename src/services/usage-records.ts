@@ -20,7 +20,7 @@ export async function listUsagePage(
     });
   const size = Math.min(pageSize || DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
   try {
-    return await store.listUsageRecords(accountId, size, pageToken);
+    return await store.listUsageRecords({ accountId, pageSize: size, pageToken });
   } catch (err) {
     if (err instanceof InvalidPageTokenError)
       throw sluiceError("invalid_argument", { message: "invalid page_token", metadata: { field: "page_token" } });

@@ -16,7 +16,7 @@ function burstAt(count: number, rps: number, burst: number, nowMs: number, start
 }
 
 describe("gcra", () => {
-  it("admits a fresh key with burst - 1 remaining and one interval to reset", () => {
+  it("allows a fresh key with burst - 1 remaining and one interval to reset", () => {
     const { decision, tatMs } = gcra(undefined, 10, 10, NOW);
     expect(decision).toEqual({ allowed: true, limit: 10, remaining: 9, resetMs: 100, retryAfterMs: 0 });
     expect(tatMs).toBe(NOW + 100);
@@ -31,7 +31,7 @@ describe("gcra", () => {
     expect(tat).toBe(NOW + 200);
   });
 
-  it("admits exactly `burst` requests at one instant for several shapes", () => {
+  it("allows exactly `burst` requests at one instant for several shapes", () => {
     for (const [rps, burst] of [
       [1, 1],
       [10, 10],
@@ -48,7 +48,7 @@ describe("gcra", () => {
     }
   });
 
-  it("admits again exactly when the retry delay has passed, not a millisecond before", () => {
+  it("allows again exactly when the retry delay has passed, not a millisecond before", () => {
     const { tat } = burstAt(2, 10, 2, NOW);
     const early = gcra(tat, 10, 2, NOW + 99);
     expect(early.decision.allowed).toBe(false);
@@ -81,7 +81,7 @@ describe("gcra", () => {
     expect(decisions[1]).toEqual({ allowed: false, limit: 1, remaining: 0, resetMs: 334, retryAfterMs: 334 });
   });
 
-  it("keeps the sustained rate: 10 rps over [0 s, 10 s] admits burst + 100 requests", () => {
+  it("keeps the sustained rate: 10 rps over [0 s, 10 s] allows burst + 100 requests", () => {
     let tat: number | undefined;
     let allowed = 0;
     for (let t = 0; t <= 10_000; t += 10) {

@@ -68,10 +68,75 @@ export interface RateDecision {
 /** The key whose rate limit applies. */
 export type RateLimitedKey = Pick<ApiKeyRecord, "id" | "accountId" | "rateLimitRps" | "burst">;
 
-/** A rate-limit decision and, when a reservation was asked for and the call admitted, what it holds. */
-export interface Admission extends RateDecision {
-  /** Micros held for the call; 0 when refused, not admitted, or not asked for. */
+/**
+ * Names one call's reservation (its hold on the cap): the completion id, within the account's
+ * billing period.
+ */
+export interface ReservationRef {
+  accountId: string;
+  /** The UTC month, such as "2026-11". */
+  period: string;
+  /** The completion id; one reservation per call. */
+  reservationId: string;
+}
+
+/** Asks to hold between `minimum` and `maximum` micros of the account's cap. */
+export interface ReserveRequest extends ReservationRef {
+  minimum: number;
+  maximum: number;
+  /** A reservation not settled, released or extended within this time is released by itself. */
+  ttlMs: number;
+}
+
+/** One rate-limit step for a key and, for a chat call, the reservation taken with it. */
+export interface RateLimitRequest {
+  key: RateLimitedKey;
+  /** The caller's clock (see "Time" on `Store`). */
+  nowMs: number;
+  /** Taken only when the request is allowed, in the same atomic step. */
+  reserve?: ReserveRequest;
+}
+
+/** A rate-limit decision and, when a reservation was asked for and the request allowed, what it holds. */
+export interface RateCharge extends RateDecision {
+  /** Micros held for the call; 0 when refused, when the cap cannot cover the minimum, or not asked for. */
   granted: number;
+}
+
+/** Grows and renews a running call's reservation (see `Store.extendReservation`). */
+export interface ExtendReservationRequest extends ReserveRequest {
+  /** The caller's clock (see "Time" on `Store`). */
+  nowMs: number;
+}
+
+/** Settles a reservation: charges `chargeUsdMicros` and, for a completed call, writes its record. */
+export interface SettleRequest extends ReservationRef {
+  chargeUsdMicros: number;
+  /** Absent for a spend-cap abort: its delivered chunks are charged, but it gets no record. */
+  record?: UsageRecordRow;
+}
+
+/** Which account's money to read, for which period. */
+export interface BalanceRequest {
+  accountId: string;
+  period: string;
+  /** The caller's clock (see "Time" on `Store`): reservations expired by then are not counted. */
+  nowMs: number;
+}
+
+/** Changes an account: the fields `patch` sets, the others left alone. */
+export interface AccountUpdate {
+  accountId: string;
+  patch: AccountPatch;
+}
+
+/** One page of an account's usage records. */
+export interface UsagePageRequest {
+  accountId: string;
+  /** At most this many records (the caller applies its own default and maximum). */
+  pageSize: number;
+  /** Empty for the first page; otherwise a `nextPageToken` this store returned. */
+  pageToken: string;
 }
 
 /** A period's money for one account. */
@@ -80,35 +145,13 @@ export interface Balance {
   reservedUsdMicros: number;
 }
 
-/** Asks to hold between `minimum` and `maximum` micros of the account's cap. */
-export interface ReserveRequest {
-  accountId: string;
-  /** The UTC month, such as "2026-11". */
-  period: string;
-  /** The completion id; one reservation per call. */
-  reservationId: string;
-  minimum: number;
-  maximum: number;
-  /** A reservation not settled, released or extended within this time is released by itself. */
-  ttlMs: number;
-  nowMs: number;
-}
-
-/** Settles a reservation: charges `chargeUsdMicros` and, for a completed call, writes its record. */
-export interface SettleRequest {
-  accountId: string;
-  period: string;
-  reservationId: string;
-  chargeUsdMicros: number;
-  /** Absent for a spend-cap abort: its delivered chunks are charged, but it gets no record. */
-  record?: UsageRecordRow;
-}
-
 /**
  * How a call's hold ended, which is the answer to "was it billed?": `settled` (charged, now or
  * by an earlier settle whose reply was lost) or `released` (never charged, and never will be).
  * Once a completion id has an outcome it never changes, so a late or repeated command cannot
- * charge a released call or refund a settled one.
+ * charge a released call or refund a settled one. Backends keep closed ids for as long as a
+ * command for them can still arrive, and no longer (the Redis store 70 days, the memory store
+ * ten minutes and at most a million), so that they do not grow with traffic for ever.
  */
 export type CallOutcome = "settled" | "released";
 
@@ -123,7 +166,7 @@ const NOT_SENT = Symbol("sluice.store.not-sent");
 /**
  * Marks a store failure whose command never reached the backend (no connection), so that it
  * certainly did not happen. Any other failure (a timeout, a lost connection) may hide a
- * command that did happen, or will: see `Store.release`.
+ * command that did happen, or will: see `Store.settle`.
  */
 export function markNotSent<E extends object>(error: E): E {
   Object.defineProperty(error, NOT_SENT, { value: true });
@@ -136,55 +179,132 @@ export function wasNotSent(error: unknown): boolean {
 }
 
 /**
- * Every method may fail with a `service_unavailable` ConnectError (the backend did not answer
- * within its deadline, or is unreachable); such a failure is marked `wasNotSent` when the
- * command certainly did not run. Methods fail with nothing else.
+ * What the services need from persistence, and nothing more.
+ *
+ * **Arguments.** Each method takes at most one argument: the id, hash or record it reads or
+ * writes, or one request object when it needs more than one thing.
+ *
+ * **Time.** `nowMs` is the caller's clock, in ms. The memory store uses it as given. The Redis
+ * store ignores it: its scripts read the Redis server's clock (`TIME`), so that processes whose
+ * clocks disagree still agree on rates and expiries; only a Redis store made with
+ * `serverTime: false` (tests that drive time by hand) uses the caller's `nowMs`.
+ *
+ * **Errors.** A method fails only in the ways its `@throws` says. Every method of the Redis
+ * store may fail with a `service_unavailable` ConnectError (503 with `Retry-After`) when Redis is
+ * unreachable or gives no answer within `SLUICE_STORE_TIMEOUT_MS` (the guarded deadline). Such a
+ * failure is marked `wasNotSent` when the command certainly never reached Redis (no connection);
+ * any other failure may hide a write that happened, or will happen when a stalled server thaws,
+ * and each write below says how its callers resolve that. The memory store never fails, except
+ * with `InvalidPageTokenError` as `listUsageRecords` says.
  */
 export interface Store {
+  /**
+   * Stores a new account (an admin's CreateAccount).
+   * @throws `service_unavailable` (Redis); the account may have been stored anyway.
+   */
   createAccount(account: AccountRecord): Promise<void>;
-  getAccount(id: string): Promise<AccountRecord | undefined>;
-  updateAccount(id: string, patch: AccountPatch): Promise<AccountRecord | undefined>;
-  /** How many accounts exist; the dev bootstrap runs only on an empty store. */
-  countAccounts(): Promise<number>;
+  /**
+   * The account, or undefined when there is none (a call's status checks, Admin, Billing).
+   * @throws `service_unavailable` (Redis).
+   */
+  getAccount(accountId: string): Promise<AccountRecord | undefined>;
+  /**
+   * Sets the fields the patch sets, and returns the account as it is now (undefined when there
+   * is none). The Redis store drops its cached copies at once, here and, through pub/sub, in
+   * every process.
+   * @throws `service_unavailable` (Redis); the patch may have been applied anyway.
+   */
+  updateAccount(update: AccountUpdate): Promise<AccountRecord | undefined>;
+  /**
+   * Whether any account was ever stored. Only the dev bootstrap asks: it makes its account on an
+   * empty store only. A yes-or-no, not a count, so no backend has to keep an exact count.
+   * @throws `service_unavailable` (Redis).
+   */
+  hasAccounts(): Promise<boolean>;
 
+  /**
+   * Stores a new API key (its hash, never its secret).
+   * @throws `service_unavailable` (Redis); the key may be partly stored, but its secret was
+   * never shown to anyone, so it cannot be used.
+   */
   createApiKey(key: ApiKeyRecord): Promise<void>;
-  getApiKey(id: string): Promise<ApiKeyRecord | undefined>;
+  /**
+   * The key whose secret hashes to `hash`, revoked or not; undefined when there is none. Every
+   * keyed call asks, so the Redis store caches answers (misses too) for at most 1 s.
+   * @throws `service_unavailable` (Redis).
+   */
   findApiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined>;
-  revokeApiKey(id: string): Promise<ApiKeyRecord | undefined>;
+  /**
+   * Marks a key revoked and returns it (undefined when there is none); a revoked key stays
+   * listed. The Redis store drops cached copies in every process at once.
+   * @throws `service_unavailable` (Redis); the key may have been revoked anyway (asking again
+   * is harmless).
+   */
+  revokeApiKey(apiKeyId: string): Promise<ApiKeyRecord | undefined>;
+  /**
+   * An account's keys, revoked ones included, in no particular order.
+   * @throws `service_unavailable` (Redis).
+   */
   listApiKeys(accountId: string): Promise<ApiKeyRecord[]>;
 
   /**
-   * One GCRA step for a key: admits and records the request, or says how long to wait. With
-   * `reserve`, an admitted call also takes its hold in the same atomic step, so a chat call
-   * pays one round trip for both (a refused call holds nothing).
+   * Charges one request to its key's rate limit (one GCRA step): an allowed request is counted,
+   * a refused one says how long to wait and costs nothing. With `reserve`, an allowed request
+   * also takes its reservation in the same atomic step (as `extendReservation` would), so a
+   * chat call pays one round trip for both; a refused one holds nothing.
+   * @throws `service_unavailable` (Redis); the charge and the reservation may have happened
+   * anyway, so a caller that asked for one releases it by completion id.
    */
-  admit(key: RateLimitedKey, nowMs: number, reserve?: ReserveRequest): Promise<Admission>;
-
-  balance(accountId: string, period: string, nowMs: number): Promise<Balance>;
+  chargeRateLimit(request: RateLimitRequest): Promise<RateCharge>;
   /**
-   * Holds min(maximum, cap - spent - reserved) when that is at least `minimum`, and returns
-   * the amount held (0 when refused). Calling it again for a live reservation adds to it
-   * (an extension) and renews its expiry; `minimum` 0 with `maximum` 0 only renews a live
-   * hold and never creates one. A settled or released id is refused (0).
+   * Extends a running call's reservation, in money and in time, and returns the micros added
+   * (0 when refused). It adds min(maximum, cap - spent - reserved) when that is at least
+   * `minimum`, and renews the expiry to `ttlMs` from now. With `maximum` 0 it only renews: a live
+   * reservation is kept alive even above a cap lowered since, and an expired or released one is
+   * never brought back. A reservation that is not live (it expired while its process stalled,
+   * or was never taken) is taken afresh. A settled or released id is refused (0), so an
+   * extension still in flight can never outlive its call.
+   * @throws `service_unavailable` (Redis); the extension may have happened anyway: it is
+   * returned by the settle or release that ends the call, or expires.
    */
-  reserve(request: ReserveRequest): Promise<number>;
+  extendReservation(request: ExtendReservationRequest): Promise<number>;
   /**
-   * Replaces the reservation by its charge, atomically with the record; idempotent per id.
-   * The charge is cut to what the cap still allows (a call whose hold expired while it ran),
-   * and the record carries the amount actually charged. Returns `released` (nothing charged)
-   * when the id was released first.
+   * Replaces the reservation by its charge, atomically with the record, and closes its id;
+   * idempotent per id. The charge is cut to what the cap still allows (a call whose reservation
+   * expired while it ran), and the record carries the amount actually charged. Returns
+   * `released` (nothing charged) when the id was released first.
+   * @throws `service_unavailable` (Redis). Unless `wasNotSent`, the settle may have happened
+   * or may still happen: the caller learns which by `release`, which closes the id and answers
+   * `settled` if it did (see the README, "The life of a call").
    */
   settle(request: SettleRequest): Promise<CallOutcome>;
   /**
    * Drops a reservation without charge and closes its id, so that a settle or an extension
-   * still in flight can never land afterwards. Returns `settled` when the id had already been
-   * settled: that is how a settle whose reply was lost is resolved, by completion id.
+   * still in flight can never land afterwards; idempotent per id. Returns `settled` when the id
+   * had already been settled: that is how a settle whose reply was lost is resolved. Closed ids
+   * are kept for as long as a command for them can still arrive (see each backend).
+   * @throws `service_unavailable` (Redis); callers ask again until it answers.
    */
-  release(accountId: string, period: string, reservationId: string): Promise<CallOutcome>;
+  release(reservation: ReservationRef): Promise<CallOutcome>;
+  /**
+   * A period's spent micros and live reservations (expired ones are dropped first).
+   * @throws `service_unavailable` (Redis).
+   */
+  balance(request: BalanceRequest): Promise<Balance>;
 
-  listUsageRecords(accountId: string, pageSize: number, pageToken: string): Promise<UsagePage>;
+  /**
+   * One page of an account's usage records, newest first. A walk neither skips nor repeats a
+   * record when records are added meanwhile.
+   * @throws `InvalidPageTokenError` for a page token this store did not issue (before anything
+   * is sent); `service_unavailable` (Redis).
+   */
+  listUsageRecords(request: UsagePageRequest): Promise<UsagePage>;
 
-  /** Resolves when the backend answers; `/readyz` depends on it. */
+  /**
+   * Resolves when the backend answers; `/readyz` depends on it.
+   * @throws `service_unavailable` (Redis).
+   */
   ping(): Promise<void>;
+  /** Lets go of the backend's connections; the store is not used afterwards. Never fails. */
   close(): Promise<void>;
 }

@@ -2,7 +2,7 @@ import { sluiceError } from "../errors/catalogue.ts";
 import type { CallOutcome, Store } from "../store/store.ts";
 
 /** The store steps of a call that a test can pause or disturb. */
-export type CallStep = "admit" | "reserve" | "settle" | "release";
+export type CallStep = "chargeRateLimit" | "extendReservation" | "settle" | "release";
 
 /** A pause a test set on a store step: `arrived` when a call reaches it, `open` to let it go on. */
 export interface Gate {
@@ -56,11 +56,11 @@ export function gatedStore(inner: Store): GatedStore {
 
   return {
     ...inner,
-    admit: (key, nowMs, reserve) => step("admit", () => inner.admit(key, nowMs, reserve)),
-    reserve: (request) => step("reserve", () => inner.reserve(request)),
+    chargeRateLimit: (request) => step("chargeRateLimit", () => inner.chargeRateLimit(request)),
+    extendReservation: (request) => step("extendReservation", () => inner.extendReservation(request)),
     settle: (request) => step("settle", async () => record(request.reservationId, await inner.settle(request))),
-    release: (accountId, period, id) =>
-      step("release", async () => record(id, await inner.release(accountId, period, id))),
+    release: (reservation) =>
+      step("release", async () => record(reservation.reservationId, await inner.release(reservation))),
     pause(name) {
       let open: () => void = () => undefined;
       let arrive: () => void = () => undefined;

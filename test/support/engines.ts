@@ -1,8 +1,9 @@
 import { FinishReason } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { Engine, EngineEvent, EngineRequest } from "../../src/engines/engine.ts";
 import { createExtractiveEngine } from "../../src/engines/extractive/index.ts";
-import { createModelRegistry, type ModelEntry, type ModelRegistry } from "../../src/engines/models.ts";
+import type { ModelRegistry } from "../../src/engines/models.ts";
 import { createTokenizer } from "../../src/engines/tokenizer.ts";
+import { modelsServing, type TestModel } from "../../src/testing/engines.ts";
 
 /** How a scripted test engine behaves. */
 export interface ScriptedEngineOptions {
@@ -75,40 +76,49 @@ export function scriptedEngine(options: ScriptedEngineOptions = {}): Engine & { 
   };
 }
 
-/** A test model: its name, its engine and its prices (micros per million tokens). */
-export interface TestModel {
-  name: string;
-  engine: Engine;
-  inputUsdMicrosPerMillion?: number;
-  outputUsdMicrosPerMillion?: number;
-}
-
 /**
  * A registry with the built-in `service-extract` (real extractive engine, default prices)
  * plus the given test models.
  */
 export function registryWith(models: TestModel[]): ModelRegistry {
   const extractive = createExtractiveEngine({ tokenizer: createTokenizer() });
-  const byName = new Map(models.map((m) => [m.name, m.engine]));
-  const entries: ModelEntry[] = [
-    {
-      name: "service-extract",
-      engine: "extractive",
-      inputUsdMicrosPerMillion: 1_000_000,
-      outputUsdMicrosPerMillion: 2_000_000,
-      free: false,
-      tokenizer: "o200k_base",
-    },
-    ...models.map(
-      (m): ModelEntry => ({
-        name: m.name,
-        engine: "extractive",
-        inputUsdMicrosPerMillion: m.inputUsdMicrosPerMillion ?? 1_000_000,
-        outputUsdMicrosPerMillion: m.outputUsdMicrosPerMillion ?? 2_000_000,
-        free: false,
-        tokenizer: "o200k_base",
-      }),
-    ),
-  ];
-  return createModelRegistry(entries, (entry) => byName.get(entry.name) ?? extractive);
+  return modelsServing([{ name: "service-extract", engine: extractive }, ...models]);
+}
+
+/** A test engine whose calls all wait on one gate, so a test decides when they finish. */
+export function gatedEngine(): Engine & { startedCalls(n: number): Promise<void>; open(): void } {
+  let opened = false;
+  let openGate: () => void = () => undefined;
+  const gate = new Promise<void>((resolve) => {
+    openGate = () => {
+      opened = true;
+      resolve();
+    };
+  });
+  let started = 0;
+  const waiters: Array<{ n: number; resolve: () => void }> = [];
+  async function* generate(_request: unknown, signal: AbortSignal): AsyncGenerator<EngineEvent> {
+    started += 1;
+    for (const w of waiters.filter((x) => x.n <= started)) w.resolve();
+    if (!opened) {
+      await new Promise<void>((resolve) => {
+        void gate.then(resolve);
+        signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+    }
+    if (signal.aborted) return;
+    yield { type: "delta", text: "Rivers", tokens: 1 };
+    yield { type: "done", finishReason: FinishReason.STOP };
+  }
+  return {
+    generate,
+    ready: () => Promise.resolve(),
+    startedCalls: (n) =>
+      started >= n
+        ? Promise.resolve()
+        : new Promise((resolve) => {
+            waiters.push({ n, resolve });
+          }),
+    open: openGate,
+  };
 }

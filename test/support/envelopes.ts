@@ -1,5 +1,4 @@
 import { expect } from "vitest";
-import type { TestApp } from "./harness.ts";
 import { asRecord, type Reply } from "./http.ts";
 
 const STRUCTURED_FIELDS = ["code", "docs_url", "message", "portal_url", "reason", "resolution_url", "type"];
@@ -52,31 +51,6 @@ export function expectRetryAfter(reply: Reply): number {
 export function secondsToNextUtcMonth(nowMs = Date.now()): number {
   const d = new Date(nowMs);
   return (Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) - nowMs) / 1000;
-}
-
-/** An account's money in the current period, from the Admin API. */
-export async function balanceOf(
-  app: TestApp,
-  accountId: string,
-): Promise<{ spent: bigint; reserved: bigint; cap: bigint | undefined }> {
-  const { account } = await app.admin.getAccount({ accountId }, { headers: app.adminHeaders });
-  if (!account) throw new Error("no account");
-  return { spent: account.spentUsdMicros, reserved: account.reservedUsdMicros, cap: account.spendCapUsdMicros };
-}
-
-/** Every usage record of an account, all pages. */
-export async function usageRecordsOf(app: TestApp, accountId: string) {
-  const out = [];
-  let pageToken = "";
-  do {
-    const page = await app.admin.listUsageRecords(
-      { accountId, pageSize: 1000, pageToken },
-      { headers: app.adminHeaders },
-    );
-    out.push(...page.usageRecords);
-    pageToken = page.nextPageToken;
-  } while (pageToken !== "");
-  return out;
 }
 
 /** Polls `check` until it stops throwing or `timeoutMs` passes (DESIGN allows 1 s caches). */

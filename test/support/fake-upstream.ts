@@ -1,142 +1,36 @@
 import { EventEmitter } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { setTimeout as sleep } from "node:timers/promises";
+import { errorBody, replyToChat, sendJson, type Live, type ReplySettings } from "./fake-upstream-replies.ts";
+import {
+  FAKE_UPSTREAM_MODEL,
+  type Behave,
+  type ChatRequestBody,
+  type FakeUpstream,
+  type FakeUpstreamMode,
+  type FakeUpstreamOptions,
+  type RecordedRequest,
+} from "./fake-upstream-types.ts";
+
+export {
+  FAKE_UPSTREAM_MODEL,
+  MID_STREAM_CHUNKS,
+  PROMPT_OVERHEAD_TOKENS,
+  UPSTREAM_SECRETS,
+} from "./fake-upstream-types.ts";
+export type {
+  Behave,
+  ChatRequestBody,
+  FakeUpstream,
+  FakeUpstreamMode,
+  FakeUpstreamOptions,
+  RecordedRequest,
+} from "./fake-upstream-types.ts";
 
 // A real OpenAI-compatible model server on loopback (node:http only), standing in for vLLM, Ollama or
 // OpenAI as the gateway's upstream. Behaviour switches between requests (`mode`) or per request
 // (`behave`); every request is recorded, with whether the client aborted it.
-
-/** How the server answers `POST /v1/chat/completions`. `GET /v1/models` always answers normally. */
-export type FakeUpstreamMode =
-  | "ok"
-  | "no-usage"
-  | "stall-before-headers"
-  | "stall-mid-stream"
-  | "die-mid-stream"
-  | "status-429"
-  | "status-500"
-  | "status-400";
-
-/** The one model `GET /v1/models` lists (any requested model is accepted and echoed). */
-export const FAKE_UPSTREAM_MODEL = "meta-llama/Llama-3.1-8B-Instruct";
-/** Strings planted in every upstream error body; the gateway must never pass them on. */
-export const UPSTREAM_SECRETS = ["sk-upstream-SECRET", "http://internal-host", "10.20.30.40"] as const;
-/** Prompt-token count when `promptTokens` is not set: words of all message contents plus this. */
-export const PROMPT_OVERHEAD_TOKENS = 10;
-/** Chunks (role chunk included) a `stall-mid-stream` / `die-mid-stream` stream sends first. */
-export const MID_STREAM_CHUNKS = 3;
-
-/** The request body as received; nothing is guaranteed beyond it being a JSON object. */
-export interface ChatRequestBody {
-  model?: string;
-  messages?: Array<{ role?: string; content?: unknown }>;
-  stream?: boolean;
-  stream_options?: { include_usage?: boolean } | null;
-  max_tokens?: number | null;
-  max_completion_tokens?: number | null;
-  [key: string]: unknown;
-}
-
-/** Chooses the mode of one chat request: `n` counts chat-completion requests from 0. */
-export type Behave = (n: number, body: ChatRequestBody) => FakeUpstreamMode;
-
-export interface RecordedRequest {
-  method: string;
-  path: string; // without the query string, e.g. "/v1/chat/completions"
-  headers: Record<string, string>; // lowercased names; repeated headers joined with ", "
-  body: ChatRequestBody | null; // the parsed body if it was a JSON object (null while being read)
-  aborted: boolean; // the client closed the connection before the response was finished
-  finished: boolean; // the response was completely written
-  mode: FakeUpstreamMode | null; // the mode a chat request was answered in; else null
-}
-
-export interface FakeUpstreamOptions {
-  port?: number; // default 0: any free port
-  mode?: FakeUpstreamMode; // default "ok"
-  behave?: Behave; // when set, overrides `mode` for each chat request
-  apiKey?: string; // when set, requests without `authorization: Bearer <apiKey>` get 401
-  chunkDelayMs?: number; // pause after every stream chunk, default 0
-  promptTokens?: number; // fixed prompt_tokens; default: words of all messages + PROMPT_OVERHEAD_TOKENS
-}
-
-export interface FakeUpstream {
-  readonly url: string; // "http://127.0.0.1:PORT/v1"
-  readonly port: number;
-  // Settings below are read at each request and may be changed at any time.
-  mode: FakeUpstreamMode;
-  behave: Behave | undefined;
-  apiKey: string | undefined;
-  chunkDelayMs: number;
-  promptTokens: number | undefined;
-  readonly requests: RecordedRequest[];
-  /** Requests whose response has not closed yet. */
-  inFlight(): number;
-  /** Resolves once request #index (it may not have arrived yet) was aborted by the client. */
-  waitForAbort(index: number, timeoutMs?: number): Promise<void>;
-  /** Resolves with request #index once it has arrived and its body has been read. */
-  waitForRequest(index: number, timeoutMs?: number): Promise<RecordedRequest>;
-  /** Forgets recorded requests and restores the settings given at start. */
-  reset(): void;
-  /** Closes the listener and destroys every socket: further connections are refused. */
-  stop(): Promise<void>;
-  /** Listens again on the same port. */
-  start(): Promise<void>;
-  /** Final cleanup (same as stop). */
-  close(): Promise<void>;
-}
-
-interface Answer {
-  words: string[];
-  finish: "stop" | "length";
-  promptTokens: number;
-}
-interface Live {
-  res: ServerResponse;
-  serverKilled: boolean;
-}
-
-const ERRORS: Record<400 | 429 | 500, { type: string; code: string }> = {
-  400: { type: "invalid_request_error", code: "invalid_value" },
-  429: { type: "requests", code: "rate_limit_exceeded" },
-  500: { type: "server_error", code: "internal_error" },
-};
-
-const errorBody = (message: string, type: string, code: string): string =>
-  JSON.stringify({ error: { message, type, param: null, code } });
-
-function textOf(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  return content
-    .map((p: unknown) =>
-      typeof p === "object" && p !== null && "text" in p && typeof p.text === "string" ? p.text : "",
-    )
-    .join(" ");
-}
-
-const wordsOf = (text: string): string[] => text.split(/\s+/).filter((w) => w.length > 0);
-
-/** "Echo: " + the last user message, cut to max_tokens words; usage counted in words. */
-function answerFor(body: ChatRequestBody, fixedPrompt: number | undefined): Answer {
-  const messages = Array.isArray(body.messages) ? body.messages : [];
-  const lastUser = [...messages].reverse().find((m) => m?.role === "user");
-  const all = wordsOf(`Echo: ${textOf(lastUser?.content)}`);
-  const limit = body.max_completion_tokens ?? body.max_tokens;
-  const cut = typeof limit === "number" && limit >= 0 && limit < all.length;
-  const promptWords = messages.reduce((n, m) => n + wordsOf(textOf(m?.content)).length, 0);
-  return {
-    words: cut ? all.slice(0, limit) : all,
-    finish: cut ? "length" : "stop",
-    promptTokens: fixedPrompt ?? promptWords + PROMPT_OVERHEAD_TOKENS,
-  };
-}
-
-const usageOf = (a: Answer) => ({
-  prompt_tokens: a.promptTokens,
-  completion_tokens: a.words.length,
-  total_tokens: a.promptTokens + a.words.length,
-});
+// How it answers each mode is in fake-upstream-replies.ts.
 
 function lowerHeaders(req: IncomingMessage): Record<string, string> {
   const out: Record<string, string> = {};
@@ -145,18 +39,7 @@ function lowerHeaders(req: IncomingMessage): Record<string, string> {
   return out;
 }
 
-function sendJson(res: ServerResponse, status: number, body: string, extra: Record<string, string> = {}): void {
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), ...extra });
-  res.end(body);
-}
-
-const write = (res: ServerResponse, data: string): Promise<void> =>
-  new Promise((resolve) => {
-    if (res.destroyed) resolve();
-    else res.write(data, () => resolve());
-  });
-
-class FakeUpstreamServer implements FakeUpstream {
+class FakeUpstreamServer implements FakeUpstream, ReplySettings {
   mode: FakeUpstreamMode = "ok";
   behave: Behave | undefined;
   apiKey: string | undefined;
@@ -170,7 +53,7 @@ class FakeUpstreamServer implements FakeUpstream {
   private readonly events = new EventEmitter();
   private readonly read = new WeakSet<RecordedRequest>();
   private chatCount = 0;
-  private nextId = 0;
+  private idCount = 0;
   private readonly options: FakeUpstreamOptions;
 
   constructor(options: FakeUpstreamOptions) {
@@ -185,6 +68,9 @@ class FakeUpstreamServer implements FakeUpstream {
   }
   inFlight(): number {
     return this.live.size;
+  }
+  nextId(): string {
+    return `chatcmpl-up${++this.idCount}`;
   }
 
   reset(): void {
@@ -345,92 +231,7 @@ class FakeUpstreamServer implements FakeUpstream {
     const mode = this.behave ? this.behave(this.chatCount, body) : this.mode;
     this.chatCount += 1;
     rec.mode = mode;
-    this.answer(res, body, mode, live);
-  }
-
-  private answer(res: ServerResponse, body: ChatRequestBody, mode: FakeUpstreamMode, live: Live): void {
-    if (mode === "stall-before-headers") return;
-    if (mode === "status-400" || mode === "status-429" || mode === "status-500") {
-      const status = mode === "status-400" ? 400 : mode === "status-429" ? 429 : 500;
-      const e = ERRORS[status];
-      sendJson(
-        res,
-        status,
-        errorBody(
-          `upstream ${status}: upstream secret detail sk-upstream-SECRET at http://internal-host:8000/v1 (node 10.20.30.40)`,
-          e.type,
-          e.code,
-        ),
-        status === 429 ? { "retry-after": "1" } : {},
-      );
-      return;
-    }
-    const answer = answerFor(body, this.promptTokens);
-    const id = `chatcmpl-up${++this.nextId}`;
-    const created = Math.floor(Date.now() / 1000);
-    const model = typeof body.model === "string" ? body.model : FAKE_UPSTREAM_MODEL;
-    if (body.stream === true)
-      return void this.stream(
-        res,
-        live,
-        { id, created, model },
-        answer,
-        mode,
-        body.stream_options?.include_usage === true,
-      );
-    if (mode === "stall-mid-stream") return;
-    if (mode === "die-mid-stream") {
-      live.serverKilled = true;
-      res.socket?.destroy();
-      return;
-    }
-    const message = { role: "assistant", content: answer.words.join(" ") };
-    const json = {
-      id,
-      object: "chat.completion",
-      created,
-      model,
-      choices: [{ index: 0, message, logprobs: null, finish_reason: answer.finish }],
-    };
-    sendJson(res, 200, JSON.stringify(mode === "no-usage" ? json : { ...json, usage: usageOf(answer) }));
-  }
-
-  private async stream(
-    res: ServerResponse,
-    live: Live,
-    head: { id: string; created: number; model: string },
-    answer: Answer,
-    mode: FakeUpstreamMode,
-    includeUsage: boolean,
-  ): Promise<void> {
-    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
-    res.flushHeaders();
-    const chunk = (delta: Record<string, string>, finish: string | null) => ({
-      ...head,
-      object: "chat.completion.chunk",
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-    });
-    const frames: object[] = [chunk({ role: "assistant", content: "" }, null)];
-    for (const [i, w] of answer.words.entries()) frames.push(chunk({ content: i === 0 ? w : ` ${w}` }, null));
-    frames.push(chunk({}, answer.finish));
-    if (includeUsage && mode !== "no-usage")
-      frames.push({ ...head, object: "chat.completion.chunk", choices: [], usage: usageOf(answer) });
-    const midStream = mode === "stall-mid-stream" || mode === "die-mid-stream";
-    // Mid-stream faults strike before the finish chunk at the latest, however short the answer.
-    const sent = midStream ? frames.slice(0, Math.min(MID_STREAM_CHUNKS, answer.words.length + 1)) : frames;
-    for (const frame of sent) {
-      if (res.destroyed) return;
-      await write(res, `data: ${JSON.stringify(frame)}\n\n`);
-      if (this.chunkDelayMs > 0) await sleep(this.chunkDelayMs);
-    }
-    if (mode === "die-mid-stream") {
-      await sleep(20);
-      live.serverKilled = true;
-      res.socket?.destroy();
-    }
-    if (midStream || res.destroyed) return; // stall-mid-stream: open until the client or stop() ends it
-    await write(res, "data: [DONE]\n\n");
-    res.end();
+    replyToChat(res, body, mode, live, this);
   }
 }
 

@@ -1,124 +1,180 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { once } from "node:events";
 import { fileURLToPath } from "node:url";
-import { createClient, type Client } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { AdminService } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
+import type { AdminAccess } from "./ledger.ts";
 
 /** The repository root, so `src/main.ts` resolves whatever directory vitest runs from. */
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const SLOW_APP = fileURLToPath(new URL("./slow-app-main.ts", import.meta.url));
 const STARTED = /Sluice edge on (http:\/\/\S+)\/v1, core \(gRPC\/Connect\/gRPC-Web\) on (http:\/\/\S+)/;
 
+type Urls = { edgeUrl: string; coreUrl: string };
+
 /**
- * One real `node src/main.ts` child process: the multi-process suites need separate
- * processes (separate caches, event loops and Redis connections), not apps in one process.
+ * Sluice in a child Node process: the multi-process and fault suites need separate processes
+ * (separate caches, event loops and Redis connections, and one they can crash), not apps in one
+ * process.
  */
-export interface SluiceProcess {
-  edgeUrl: string;
-  coreUrl: string;
+export interface SluiceProcess extends Urls {
   child: ChildProcess;
   /** What the process wrote to stderr so far (logs at the chosen level). */
   stderr(): string;
-  /** SIGTERM, then SIGKILL if it has not exited within `graceMs`. */
+  /** SIGKILLs the process (a crash: no cleanup of any kind) and waits for it to exit. */
+  kill(): Promise<void>;
+  /** SIGTERM, then SIGKILL if it has not exited within `graceMs`; nothing when it has exited already. */
   stop(graceMs?: number): Promise<void>;
 }
 
-/** Spawns `node src/main.ts` with `env` over the current environment; resolves once it has started. */
-export async function spawnSluice(env: Record<string, string>, timeoutMs = 20_000): Promise<SluiceProcess> {
-  const child = spawn(process.execPath, ["src/main.ts"], {
+/** How to start one kind of child and tell, from its stdout so far, that it listens. */
+interface Launch {
+  /** Names the child in errors. */
+  what: string;
+  args: string[];
+  stdin: "pipe" | "ignore";
+  /** The URLs once the start line is in `stdout`; throws on a malformed one. */
+  started(stdout: string): Urls | undefined;
+}
+
+async function launch(spec: Launch, env: Record<string, string>, timeoutMs: number): Promise<SluiceProcess> {
+  const child = spawn(process.execPath, spec.args, {
     cwd: ROOT,
     env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: [spec.stdin, "pipe", "pipe"],
   });
-  let stdout = "";
   let stderr = "";
   child.stderr?.on("data", (d: Buffer) => {
     stderr += d.toString();
   });
+  const gone = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // A child that never spawned (no pid) has nothing to wait for.
+  const running = () => child.pid !== undefined && child.exitCode === null && child.signalCode === null;
+  const kill = async () => {
+    if (!running()) return;
+    child.kill("SIGKILL");
+    await gone;
+  };
   const stop = async (graceMs = 5_000) => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = once(child, "exit");
-    child.kill("SIGTERM");
+    if (!running()) return;
     const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
-    await exited;
+    child.kill("SIGTERM");
+    await gone;
     clearTimeout(timer);
   };
-  const urls = await new Promise<{ edgeUrl: string; coreUrl: string }>((resolve, reject) => {
-    const timer = setTimeout(
-      () => fail(new Error(`sluice did not start within ${timeoutMs} ms: ${stderr}`)),
-      timeoutMs,
-    );
-    const onData = (d: Buffer) => {
-      stdout += d.toString();
-      const m = STARTED.exec(stdout);
-      if (m?.[1] && m[2]) {
+
+  try {
+    const urls = await new Promise<Urls>((resolve, reject) => {
+      let stdout = "";
+      const timer = setTimeout(
+        () => fail(new Error(`${spec.what} did not start within ${timeoutMs} ms; stderr:\n${stderr}`)),
+        timeoutMs,
+      );
+      const onData = (d: Buffer) => {
+        stdout += d.toString();
+        try {
+          const found = spec.started(stdout);
+          if (!found) return;
+          cleanup();
+          resolve(found);
+        } catch (err) {
+          fail(err instanceof Error ? err : new Error(String(err)));
+        }
+      };
+      const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
+        fail(new Error(`${spec.what} exited (${code ?? signal}) before starting; stderr:\n${stderr}`));
+      const cleanup = () => {
+        clearTimeout(timer);
+        child.stdout?.off("data", onData);
+        child.off("exit", onExit);
+        child.off("error", fail);
+      };
+      const fail = (err: Error) => {
         cleanup();
-        resolve({ edgeUrl: m[1], coreUrl: m[2] });
-      }
-    };
-    const onExit = (code: number | null) => fail(new Error(`sluice exited (${code}) before starting: ${stderr}`));
-    const cleanup = () => {
-      clearTimeout(timer);
-      child.stdout?.off("data", onData);
-      child.off("exit", onExit);
-    };
-    const fail = (err: Error) => {
-      cleanup();
-      void stop(0);
-      reject(err);
-    };
-    child.stdout?.on("data", onData);
-    child.once("exit", onExit);
-  });
-  // Keep draining stdout so a chatty child never blocks on a full pipe.
-  child.stdout?.resume();
-  return { ...urls, child, stderr: () => stderr, stop };
+        reject(err);
+      };
+      child.stdout?.on("data", onData);
+      child.once("exit", onExit);
+      child.once("error", fail);
+    });
+    // Keep draining stdout so a chatty child never blocks on a full pipe.
+    child.stdout?.resume();
+    return { ...urls, child, stderr: () => stderr, kill, stop };
+  } catch (err) {
+    await kill();
+    throw err;
+  }
 }
 
-/** An Admin client on one process's core, with the bearer header every call needs. */
-export interface AdminHandle {
-  client: Client<typeof AdminService>;
-  headers: Record<string, string>;
+/** Spawns `node src/main.ts` with `env` over the current environment; resolves once it has started. */
+export function spawnSluice(env: Record<string, string>, timeoutMs = 20_000): Promise<SluiceProcess> {
+  return launch(
+    {
+      what: "sluice",
+      args: ["src/main.ts"],
+      stdin: "ignore",
+      started(stdout) {
+        const m = STARTED.exec(stdout);
+        return m?.[1] && m[2] ? { edgeUrl: m[1], coreUrl: m[2] } : undefined;
+      },
+    },
+    env,
+    timeoutMs,
+  );
+}
+
+/**
+ * Spawns the app of `slow-app-main.ts` (the slow test model, configured by `env` over the
+ * current environment), for tests that crash a process mid-call. Its stdin is a pipe: it
+ * exits when that closes, so a test runner that dies never leaves it behind.
+ */
+export function spawnSlowSluice(env: Record<string, string>, timeoutMs = 20_000): Promise<SluiceProcess> {
+  return launch(
+    {
+      what: "slow app",
+      args: [SLOW_APP],
+      stdin: "pipe",
+      started(stdout) {
+        const line = stdout
+          .split("\n")
+          .slice(0, -1)
+          .find((l) => l.startsWith("{"));
+        if (line === undefined) return undefined;
+        const parsed = JSON.parse(line) as { edgeUrl?: unknown; coreUrl?: unknown };
+        if (typeof parsed.edgeUrl !== "string" || typeof parsed.coreUrl !== "string")
+          throw new Error(`bad start line: ${line}`);
+        return { edgeUrl: parsed.edgeUrl, coreUrl: parsed.coreUrl };
+      },
+    },
+    env,
+    timeoutMs,
+  );
+}
+
+/** An Admin client on one process's core, for the ledger readers, and a way to make a paying caller. */
+export interface AdminHandle extends AdminAccess {
   /** Creates an onboarded account with `capUsdMicros` and one key with the given limits. */
   newAccount(capUsdMicros: bigint, rps: number, burst: number): Promise<{ accountId: string; apiKey: string }>;
-  /** Spent and reserved micros of the current period, and the cap. */
-  balance(accountId: string): Promise<{ spent: bigint; reserved: bigint; cap: bigint | undefined }>;
-  /** Every usage record of an account, following page tokens. */
-  usageRecords(
-    accountId: string,
-  ): Promise<Array<{ id: string; promptTokens: bigint; completionTokens: bigint; costUsdMicros: bigint }>>;
 }
 
-/** Builds an `AdminHandle` over gRPC to `coreUrl`. */
+/** Builds an `AdminHandle` over gRPC to `coreUrl`, so a suite of child processes can reach any one's core. */
 export function adminOf(coreUrl: string, token: string): AdminHandle {
-  const client = createClient(AdminService, createGrpcTransport({ baseUrl: coreUrl }));
-  const headers = { authorization: `Bearer ${token}` };
+  const admin = createClient(AdminService, createGrpcTransport({ baseUrl: coreUrl }));
+  const adminHeaders = { authorization: `Bearer ${token}` };
   return {
-    client,
-    headers,
+    admin,
+    adminHeaders,
     async newAccount(capUsdMicros, rps, burst) {
-      const { account } = await client.createAccount(
+      const { account } = await admin.createAccount(
         { onboardingComplete: true, spendCapUsdMicros: capUsdMicros },
-        { headers },
+        { headers: adminHeaders },
       );
       if (!account) throw new Error("CreateAccount returned no account");
-      const key = await client.createApiKey({ accountId: account.id, rateLimitRps: rps, burst }, { headers });
+      const key = await admin.createApiKey(
+        { accountId: account.id, rateLimitRps: rps, burst },
+        { headers: adminHeaders },
+      );
       return { accountId: account.id, apiKey: key.secret };
-    },
-    async balance(accountId) {
-      const { account } = await client.getAccount({ accountId }, { headers });
-      if (!account) throw new Error("GetAccount returned no account");
-      return { spent: account.spentUsdMicros, reserved: account.reservedUsdMicros, cap: account.spendCapUsdMicros };
-    },
-    async usageRecords(accountId) {
-      const out = [];
-      let pageToken = "";
-      do {
-        const page = await client.listUsageRecords({ accountId, pageSize: 1000, pageToken }, { headers });
-        out.push(...page.usageRecords);
-        pageToken = page.nextPageToken;
-      } while (pageToken !== "");
-      return out;
     },
   };
 }

@@ -2,8 +2,10 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "vitest";
-import { balanceOf, eventually, usageRecordsOf } from "./envelopes.ts";
+import { eventually } from "./envelopes.ts";
+import { balanceOf, usageRecordsOf } from "./ledger.ts";
 import { UPSTREAM_SECRETS, type FakeUpstream, type RecordedRequest } from "./fake-upstream.ts";
+import type { AppOptions } from "../../src/app.ts";
 import { startTestApp, type TestApp } from "./harness.ts";
 
 /**
@@ -38,7 +40,7 @@ export interface UpstreamApp extends TestApp {
  */
 export async function startUpstreamApp(
   models: OpenAIModelSpec[],
-  options: { env?: Record<string, string>; lookupEnv?: Record<string, string> } = {},
+  options: { env?: Record<string, string>; lookupEnv?: Record<string, string>; app?: Partial<AppOptions> } = {},
 ): Promise<UpstreamApp> {
   const dir = await mkdtemp(join(tmpdir(), "sluice-upstream-"));
   const modelsPath = join(dir, "models.json");
@@ -56,7 +58,10 @@ export async function startUpstreamApp(
   await writeFile(modelsPath, JSON.stringify(file));
   let app: TestApp;
   try {
-    app = await startTestApp({ SLUICE_MODELS: modelsPath, ...options.env }, { env: { ...options.lookupEnv } });
+    app = await startTestApp(
+      { SLUICE_MODELS: modelsPath, ...options.env },
+      { ...options.app, env: { ...options.lookupEnv } },
+    );
   } catch (err) {
     await rm(dir, { recursive: true, force: true });
     throw err;

@@ -6,7 +6,7 @@ import { MAX_BODY_DEPTH, nestsWithin } from "../../protocol/json-depth.ts";
 import { declaredTooLarge, readBodyWithin } from "../body.ts";
 import { coreCall, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "../context.ts";
 import { writeCoreError, writeError, writeJson } from "../respond.ts";
-import { finishOf, streamChat, usageJson } from "./stream.ts";
+import { finishOf, noteUsage, streamChat, usageJson } from "./stream.ts";
 import { fromWire } from "./wire.ts";
 
 /** The abort reason of a caller that left: one shared value, so leaving builds no exception. */
@@ -74,7 +74,9 @@ async function chat(
     return writeError(res, httpErrorFor("missing_bearer_token", deps.links), base, true);
   if (declaredTooLarge(req)) return writeError(res, bodyTooLarge(), base, true);
   try {
-    await deps.clients.identity.checkApiKey({}, coreCall(r));
+    const caller = await deps.clients.identity.checkApiKey({}, coreCall(r));
+    r.facts.accountId = caller.accountId;
+    r.facts.apiKeyId = caller.apiKeyId;
   } catch (err) {
     return writeCoreError(res, err, deps.links, base, true);
   }
@@ -117,11 +119,17 @@ async function chat(
   }
 
   const keyed = { ...base };
+  // The model asked for; the answer names the one served (the default, when none was asked for).
+  if (wire.params.model) r.facts.model = wire.params.model;
   if (signal.aborted) return;
   const options = { ...coreCall(r), signal, onHeader: (h: Headers) => Object.assign(keyed, rateLimitHeadersOf(h)) };
   try {
     if (!wire.stream) {
       const out = await deps.clients.completion.createChatCompletion({ params: wire.params }, options);
+      noteUsage(r.facts, out.usage);
+      r.facts.responseId = out.id;
+      r.facts.model = out.model;
+      r.facts.finishReasons = out.choices.map((c) => finishOf(c.finishReason) ?? "unknown");
       return writeJson(
         res,
         200,
@@ -130,7 +138,7 @@ async function chat(
           object: "chat.completion",
           created: Number(out.created),
           model: out.model,
-          choices: (out.choices.length > 0 ? out.choices : [{ index: 0, ...out }]).map((c) => ({
+          choices: out.choices.map((c) => ({
             index: c.index,
             message: {
               role: "assistant",
@@ -145,7 +153,8 @@ async function chat(
         keyed,
       );
     }
-    await streamChat(res, deps, deps.clients.completion.streamChatCompletion({ params: wire.params }, options), keyed);
+    const events = deps.clients.completion.streamChatCompletion({ params: wire.params }, options);
+    await streamChat(res, deps, events, keyed, r.facts);
   } catch (err) {
     if (signal.aborted) return;
     if (isBillingUnknown(err)) {

@@ -7,6 +7,8 @@ import {
   type Usage,
 } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { isBillingUnknown, reasonOf, STREAM_INTERNAL_ERROR, streamAbortPayload } from "../../errors/catalogue.ts";
+import { type CallFacts, markFirstToken, startFacts } from "../../call-facts.ts";
+import { noteReason } from "../access.ts";
 import type { EdgeDeps } from "../context.ts";
 import { createSseWriter } from "../sse.ts";
 
@@ -28,6 +30,14 @@ export const usageJson = (u: Usage | undefined) => ({
   total_tokens: Number(u?.totalTokens ?? 0n),
 });
 
+/** Records a call's billed usage in its facts, for the access line and the span. */
+export function noteUsage(facts: CallFacts, u: Usage | undefined): void {
+  if (!u) return;
+  facts.promptTokens = Number(u.promptTokens);
+  facts.completionTokens = Number(u.completionTokens);
+  facts.costUsdMicros = Number(u.costUsdMicros);
+}
+
 /**
  * Whether an error leaves a stream's billing unknown to the edge: the core said so, or the
  * core's own answer was lost (a transport failure carries no Sluice reason). The caller is
@@ -36,7 +46,7 @@ export const usageJson = (u: Usage | undefined) => ({
 const billingUnknownTo = (err: unknown) => isBillingUnknown(err) || reasonOf(err) === undefined;
 
 /** What streaming needs of the edge's dependencies. */
-export type StreamDeps = Pick<EdgeDeps, "keepAliveMs" | "writeTimeoutMs" | "logger" | "links">;
+export type StreamDeps = Pick<EdgeDeps, "keepAliveMs" | "writeTimeoutMs" | "logger" | "links" | "metrics">;
 
 /** How long a delta of unknown place may wait for the next event before it goes out alone. */
 const HOLD_MS = 25;
@@ -58,8 +68,10 @@ export async function streamChat(
   deps: StreamDeps,
   events: AsyncIterable<StreamChatCompletionResponse>,
   headers: Record<string, string>,
+  facts: CallFacts = startFacts(),
 ): Promise<void> {
   const sse = createSseWriter(res, deps.keepAliveMs);
+  deps.metrics?.streams("edge", 1);
   // A slow first token: open the stream and show it is alive, so proxies keep the connection.
   const firstWait = setTimeout(() => {
     sse.open(headers);
@@ -122,7 +134,12 @@ export async function streamChat(
     for await (const e of events) {
       // Any event means the core admitted the call: from here on, errors are SSE events.
       sse.open(headers);
+      if (facts.responseId === undefined) {
+        facts.responseId = e.id;
+        facts.model = e.model;
+      }
       if (e.event.case === "delta") {
+        markFirstToken(facts);
         sendTimed();
         const held = { event: e, text: e.event.value };
         if (e.last === true) lastOf.set(e.choiceIndex, held);
@@ -136,7 +153,10 @@ export async function streamChat(
         chunk(e, { tool_calls: toJson(ListValueSchema, e.event.value) }, null);
       } else if (e.event.case === "finishReason") {
         finish(e, finishOf(e.event.value));
+        facts.finishReasons ??= [];
+        facts.finishReasons.push(finishOf(e.event.value) ?? "unknown");
       } else if (e.event.case === "usage") {
+        noteUsage(facts, e.event.value);
         sendAll();
         sse.data({
           id: e.id,
@@ -160,21 +180,27 @@ export async function streamChat(
     if (!sse.opened) throw err;
     // A caller that left has nobody to tell: its call was cancelled (or, complete, billed).
     if (reasonOf(err) === "canceled") return;
+    noteReason(res, reasonOf(err) ?? "internal_error");
     // Chunks the core produced are delivered before the error: they are the billed ones.
     sendAll();
     if (reasonOf(err) === "spend_cap_exceeded") {
       sse.event("error", streamAbortPayload("spend_cap_exceeded", deps.links));
     } else if (billingUnknownTo(err)) {
       deps.logger.warn("stream cut with its billing unknown", {
+        requestId: headers["x-request-id"],
         error: err instanceof Error ? err.message : String(err),
       });
       res.destroy();
     } else {
-      deps.logger.warn("stream failed after start", { error: err instanceof Error ? err.message : String(err) });
+      deps.logger.warn("stream failed after start", {
+        requestId: headers["x-request-id"],
+        error: err instanceof Error ? err.message : String(err),
+      });
       sse.data(STREAM_INTERNAL_ERROR);
       sse.data("[DONE]");
     }
   } finally {
+    deps.metrics?.streams("edge", -1);
     clearTimeout(firstWait);
     clearTimeout(holdTimer);
     // A stream that never opened leaves the response to the caller, which writes the error.

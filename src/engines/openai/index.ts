@@ -19,6 +19,11 @@ export interface OpenAIEngineOptions {
   timeouts: { connectMs: number; firstByteMs: number; idleMs: number };
   breaker: { failureThreshold: number; openMs: number };
   logger: Logger;
+  /**
+   * Told how each attempt at an upstream ended ("ok", "refused", "error", "canceled") and how
+   * long it took, to the end of its answer: the upstream latency and error metrics.
+   */
+  onAttempt?: (upstream: string, outcome: string, seconds: number) => void;
 }
 
 /** Upstream statuses that say "try another server": overload and server faults. */
@@ -63,7 +68,15 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
     const res = await upstream.pool.request({
       path: `${upstream.pathPrefix}/chat/completions`,
       method: "POST",
-      headers,
+      // The request id and the trace context go on, so the model server's logs and spans join ours.
+      headers:
+        request.requestId === undefined && request.propagation === undefined
+          ? headers
+          : {
+              ...headers,
+              ...request.propagation,
+              ...(request.requestId !== undefined && { "x-request-id": request.requestId }),
+            },
       body: JSON.stringify(upstreamBody(request, options.upstreamModel)),
       signal,
       headersTimeout: options.timeouts.firstByteMs,
@@ -71,7 +84,11 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
     });
     if (res.statusCode >= 400) {
       await res.body.dump().catch(() => undefined);
-      options.logger.warn("upstream refused a call", { upstream: upstream.label, status: res.statusCode });
+      options.logger.warn("upstream refused a call", {
+        requestId: request.requestId,
+        upstream: upstream.label,
+        status: res.statusCode,
+      });
       if (retryable(res.statusCode)) {
         upstream.breaker.failure();
         return "retry";
@@ -100,6 +117,8 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
         const { upstream, probe } = picked;
         tried.add(upstream);
         upstream.outstanding += 1;
+        const started = performance.now();
+        let outcome = "error";
         let delivered = false;
         // Whether this attempt told the breaker anything; a probe that did not frees its slot.
         let judged = false;
@@ -109,26 +128,36 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
             const next = await run.next();
             if (next.done) {
               judged = true; // attempt() judged the refusal itself
-              if (next.value === "done") return;
+              if (next.value === "done") {
+                outcome = "ok";
+                return;
+              }
+              outcome = "refused";
               break;
             }
             if (next.value.type === "done") {
               // The answer is whole: the caller may stop reading right after this event.
               upstream.breaker.success();
               judged = true;
+              outcome = "ok";
             }
             delivered ||= next.value.type === "delta";
             yield next.value;
           }
         } catch (err) {
-          if (signal.aborted) throw err;
+          if (signal.aborted) {
+            outcome = "canceled";
+            throw err;
+          }
           if (reasonOf(err) !== undefined) {
             judged = true; // attempt() judged a refusal before throwing it
+            outcome = "refused";
             throw err;
           }
           upstream.breaker.failure();
           judged = true;
           options.logger.warn("upstream call failed", {
+            requestId: request.requestId,
             upstream: upstream.label,
             error: describe(err),
             afterFirstDelta: delivered,
@@ -141,11 +170,13 @@ export function createOpenAIEngine(options: OpenAIEngineOptions): Engine {
               message: "The model server failed mid-answer. Back off and retry.",
             });
         } finally {
+          options.onAttempt?.(upstream.label, outcome, (performance.now() - started) / 1000);
           upstream.outstanding -= 1;
           if (probe && !judged) upstream.breaker.release();
         }
       }
     },
+    upstreams: () => pool.upstreams.map((u) => ({ upstream: u.label, breaker: u.breaker.state })),
     async ready() {
       if (!pool.anyAvailable()) throw new Error(`no upstream of ${options.model} is available`);
     },

@@ -1,64 +1,23 @@
 import { randomUUID } from "node:crypto";
 import { toJsonString } from "@bufbuild/protobuf";
-import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
 import {
-  AdminService,
   ListApiKeysResponseSchema,
   PaymentStatus,
   SubscriptionStatus,
 } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
-import { CompletionService, FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
-import { createModelRegistry } from "../../engines/models.ts";
-import { createTokenizer } from "../../engines/tokenizer.ts";
-import { silentLogger } from "../../logger.ts";
-import { createMemoryStore } from "../../store/memory/index.ts";
 import { hashApiKey, isWellFormedApiKey } from "../auth/api-key.ts";
-import { createCore } from "../routes.ts";
+import { ADMIN, createCoreFixture, TEST_ADMIN_TOKEN } from "../../testing/core-fixture.ts";
 import { expectFailure } from "../../testing/expect-failure.ts";
+import { readApiKey } from "../../testing/store-reads.ts";
 
 const NOW = Date.UTC(2026, 10, 15, 12, 0, 0);
-const TOKEN = "admin-token-for-tests";
-const ADMIN = { headers: { authorization: `Bearer ${TOKEN}` } };
+const TOKEN = TEST_ADMIN_TOKEN;
 
 function setup(token: string | null = TOKEN) {
-  const adminToken = token ?? undefined;
-  const store = createMemoryStore();
-  const models = createModelRegistry(
-    [
-      {
-        name: "service-extract",
-        engine: "extractive",
-        inputUsdMicrosPerMillion: 1_000_000,
-        outputUsdMicrosPerMillion: 2_000_000,
-        free: false,
-        tokenizer: "o200k_base",
-      },
-    ],
-    () => ({
-      async *generate() {
-        yield { type: "delta", text: "a", tokens: 1 };
-        yield { type: "done", finishReason: FinishReason.STOP };
-      },
-      ready: async () => undefined,
-    }),
-  );
-  const core = createCore({
-    store,
-    models,
-    tokenizer: createTokenizer(),
-    logger: silentLogger,
-    now: () => NOW,
-    reservationTtlMs: 60_000,
-    adminToken,
-  });
-  const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
-  return {
-    store,
-    admin: createClient(AdminService, transport),
-    completion: createClient(CompletionService, transport),
-  };
+  return createCoreFixture({ adminToken: token ?? undefined, now: () => NOW });
 }
 
 describe("AdminService", () => {
@@ -232,7 +191,7 @@ describe("AdminService", () => {
         expect(json).not.toContain(secret.slice(13));
         expect(json).not.toContain(hashApiKey(secret));
       }
-      const stored = await store.getApiKey(created.apiKey?.id ?? "");
+      const stored = await readApiKey(store, accountId, created.apiKey?.id ?? "");
       expect(stored?.hash).toBe(hashApiKey(created.secret));
       expect(JSON.stringify(stored)).not.toContain(created.secret);
     });

@@ -64,7 +64,7 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
   const accountToProto = async (a: AccountRecord) => {
     const now = deps.now();
     const period = periodOf(now);
-    const balance = await store.balance(a.id, period, now);
+    const balance = await store.balance({ accountId: a.id, period, nowMs: now });
     return {
       id: a.id,
       ...(a.email !== undefined && { email: a.email }),
@@ -114,7 +114,7 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
       if (req.paymentStatus !== undefined) patch.paymentStatus = PAYMENT[req.paymentStatus] ?? "ok";
       if (req.subscriptionStatus !== undefined)
         patch.subscriptionStatus = SUBSCRIPTION[req.subscriptionStatus] ?? "active";
-      const updated = await store.updateAccount(id, patch);
+      const updated = await store.updateAccount({ accountId: id, patch });
       if (!updated) throw sluiceError("account_not_found", { metadata: { account_id: id } });
       return { account: await accountToProto(updated) };
     },

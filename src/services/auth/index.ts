@@ -3,6 +3,7 @@ import { createContextKey, type ContextValues, type Interceptor } from "@connect
 import { sluiceError } from "../../errors/catalogue.ts";
 import { parseBearer } from "../../protocol/bearer.ts";
 import type { ApiKeyRecord, RateDecision, Store } from "../../store/store.ts";
+import { callFactsKey } from "../request-context.ts";
 import { hashApiKey, hashesEqual, isWellFormedApiKey } from "./api-key.ts";
 
 /** The authenticated caller of a keyed RPC, as handlers read it from the context. */
@@ -91,10 +92,15 @@ export function createCallerAuthInterceptor(deps: CallerAuthDeps): Interceptor {
       known !== undefined && known.authorization === authorization ? known.key : checkApiKey(deps.store, authorization);
     const key = await check;
     req.contextValues.set(keyCheck, { authorization, key: check });
+    const facts = req.contextValues.get(callFactsKey);
+    if (facts) {
+      facts.accountId = key.accountId;
+      facts.apiKeyId = key.id;
+    }
 
     let headers: Record<string, string> | undefined;
     if (!deps.unchargedHere.has(`${req.service.typeName}/${req.method.name}`)) {
-      const decision = await deps.store.admit(key, deps.now());
+      const decision = await deps.store.chargeRateLimit({ key, nowMs: deps.now() });
       headers = rateLimitHeaders(decision);
       if (!decision.allowed)
         throw sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers });

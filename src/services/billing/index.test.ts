@@ -1,37 +1,21 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it, vi } from "vitest";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
-import { AdminService } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
-import { BillingService } from "../../../gen/sluice/billing/v1/billing_service_pb.ts";
-import { CompletionService, FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import { FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { Engine } from "../../engines/engine.ts";
-import { createModelRegistry, type ModelEntry } from "../../engines/models.ts";
-import { createTokenizer } from "../../engines/tokenizer.ts";
 import { retryAfterMsOf } from "../../errors/catalogue.ts";
-import { silentLogger } from "../../logger.ts";
-import { createMemoryStore } from "../../store/memory/index.ts";
-import { createCore } from "../routes.ts";
+import { createCoreFixture } from "../../testing/core-fixture.ts";
+import { countingEngine, modelsServing } from "../../testing/engines.ts";
 import { expectFailure } from "../../testing/expect-failure.ts";
 
 const NOW = Date.UTC(2026, 10, 15, 12, 0, 0);
-const ADMIN = { headers: { authorization: "Bearer admin-token-for-tests" } };
 const P = 7; // prompt tokens of one user message "hi"
 const hi = { messages: [{ role: "user", content: "hi" }] };
 
 /** service-extract's prices: 1 micro per input token, 2 per output token. */
 const extractCost = (prompt: number, completion: number) =>
   Math.ceil((prompt * 1_000_000 + completion * 2_000_000) / 1e6);
-
-function countingEngine(n: number): Engine {
-  return {
-    async *generate(request) {
-      for (let i = 0; i < Math.min(n, request.maxTokens); i++) yield { type: "delta", text: "a", tokens: 1 };
-      yield { type: "done", finishReason: FinishReason.STOP };
-    },
-    ready: async () => undefined,
-  };
-}
 
 function failingEngine(k: number): Engine {
   return {
@@ -67,42 +51,21 @@ function setup(
   prices: Record<string, [number, number]> = {},
   time: { now?: () => number; ttlMs?: number } = {},
 ) {
-  const store = createMemoryStore();
   const all: Record<string, Engine> = { "service-extract": countingEngine(5), ...engines };
-  const entries: ModelEntry[] = Object.keys(all).map((name) => {
-    const [input, output] = prices[name] ?? [1_000_000, 2_000_000];
-    return {
-      name,
-      engine: "extractive",
-      inputUsdMicrosPerMillion: input,
-      outputUsdMicrosPerMillion: output,
-      free: false,
-      tokenizer: "o200k_base",
-    };
-  });
-  const models = createModelRegistry(entries, (entry) => {
-    const engine = all[entry.name];
-    if (!engine) throw new Error(`no engine for ${entry.name}`);
-    return engine;
-  });
-  const core = createCore({
-    store,
+  const models = modelsServing(
+    Object.entries(all).map(([name, engine]) => {
+      const [input, output] = prices[name] ?? [1_000_000, 2_000_000];
+      return { name, engine, inputUsdMicrosPerMillion: input, outputUsdMicrosPerMillion: output };
+    }),
+  );
+  const fixture = createCoreFixture({
     models,
-    tokenizer: createTokenizer(),
-    logger: silentLogger,
     now: time.now ?? (() => NOW),
     reservationTtlMs: time.ttlMs ?? 60_000,
-    adminToken: "admin-token-for-tests",
   });
-  const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
-  const admin = createClient(AdminService, transport);
-  const completion = createClient(CompletionService, transport);
-  const billing = createClient(BillingService, transport);
+  const { completion, billing } = fixture;
   const newAccount = async (cap = 10_000_000n) => {
-    const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: cap }, ADMIN);
-    const accountId = account?.id ?? "";
-    const { secret } = await admin.createApiKey({ accountId, burst: 1_000 }, ADMIN);
-    const call = { headers: { authorization: `Bearer ${secret}` } };
+    const { accountId, call } = await fixture.newAccount({ capUsdMicros: cap, burst: 1_000 });
     const balance = async () => {
       const b = await billing.getBalance({}, call);
       return { spent: Number(b.spentUsdMicros), reserved: Number(b.reservedUsdMicros) };
@@ -317,7 +280,7 @@ describe("BillingService and billing through calls", () => {
     it("completes a call whose whole output fits, charging it once", async () => {
       const { completion, newAccount } = setup();
       const { call, balance, records } = await newAccount(BigInt(extractCost(P, 5)));
-      expect((await completion.createChatCompletion({ params: hi }, call)).content).toBe("aaaaa");
+      expect((await completion.createChatCompletion({ params: hi }, call)).choices[0]?.content).toBe("aaaaa");
       expect(await balance()).toEqual({ spent: extractCost(P, 5), reserved: 0 });
       expect(await records()).toHaveLength(1);
     });

@@ -14,7 +14,7 @@ export function createBillingService(deps: { store: Store; now: () => number }):
       const period = periodOf(now);
       const [account, balance] = await Promise.all([
         deps.store.getAccount(accountId),
-        deps.store.balance(accountId, period, now),
+        deps.store.balance({ accountId, period, nowMs: now }),
       ]);
       return {
         period,

@@ -1,46 +1,19 @@
-import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { AdminService } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
-import { CompletionService, FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
-import { createModelRegistry, BUILTIN_MODELS } from "../../engines/models.ts";
-import { createTokenizer } from "../../engines/tokenizer.ts";
-import { silentLogger } from "../../logger.ts";
 import { createMemoryStore } from "../../store/memory/index.ts";
+import { ADMIN, createCoreFixture } from "../../testing/core-fixture.ts";
+import { okEngine } from "../../testing/engines.ts";
 import { expectFailure } from "../../testing/expect-failure.ts";
 import { gatedStore } from "../../testing/gated-store.ts";
-import { createCore } from "../routes.ts";
-
-const ADMIN = { headers: { authorization: "Bearer admin-token-for-tests" } };
 
 describe("admission", () => {
   it("releases the hold an admission may have taken when its reply is lost", async () => {
     const store = gatedStore(createMemoryStore());
-    const engine = {
-      async *generate() {
-        yield { type: "delta" as const, text: "ok", tokens: 1 };
-        yield { type: "done" as const, finishReason: FinishReason.STOP };
-      },
-      ready: async () => undefined,
-    };
-    const core = createCore({
-      store,
-      models: createModelRegistry(BUILTIN_MODELS, () => engine),
-      tokenizer: createTokenizer(),
-      logger: silentLogger,
-      now: Date.now,
-      reservationTtlMs: 60_000,
-      adminToken: "admin-token-for-tests",
-    });
-    const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
-    const admin = createClient(AdminService, transport);
-    const completion = createClient(CompletionService, transport);
-    const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: 1_000_000n }, ADMIN);
-    const accountId = account?.id ?? "";
-    const { secret } = await admin.createApiKey({ accountId, burst: 100 }, ADMIN);
-    const call = { headers: { authorization: `Bearer ${secret}` } };
+    const { core, admin, completion, newAccount } = createCoreFixture({ store, engine: okEngine });
+    const { accountId, call } = await newAccount({ capUsdMicros: 1_000_000n, burst: 100 });
     const params = { messages: [{ role: "user", content: "hello" }] };
 
-    store.loseReply("admit");
+    store.loseReply("chargeRateLimit");
     await expectFailure(
       () => completion.createChatCompletion({ params }, call),
       Code.Unavailable,
@@ -53,6 +26,6 @@ describe("admission", () => {
     expect(after.account?.spentUsdMicros).toBe(0n);
 
     const ok = await completion.createChatCompletion({ params }, call);
-    expect(ok.content).toBe("ok");
+    expect(ok.choices[0]?.content).toBe("ok");
   });
 });

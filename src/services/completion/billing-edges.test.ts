@@ -1,16 +1,11 @@
-import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { AdminService } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
-import { CompletionService, FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import { FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { Engine, EngineEvent } from "../../engines/engine.ts";
-import { BUILTIN_MODELS, createModelRegistry } from "../../engines/models.ts";
 import { createTokenizer } from "../../engines/tokenizer.ts";
-import { silentLogger } from "../../logger.ts";
-import { createMemoryStore } from "../../store/memory/index.ts";
+import { createCoreFixture } from "../../testing/core-fixture.ts";
 import { expectFailure } from "../../testing/expect-failure.ts";
-import { createCore } from "../routes.ts";
 
-const ADMIN = { headers: { authorization: "Bearer admin-token-for-tests" } };
 const tokenizer = createTokenizer();
 
 /** A core whose only model (service-extract prices: 1 and 2 micros per token) yields `events`. */
@@ -21,29 +16,13 @@ async function setup(events: EngineEvent[], capUsdMicros: bigint) {
     },
     ready: async () => undefined,
   };
-  const core = createCore({
-    store: createMemoryStore(),
-    models: createModelRegistry(BUILTIN_MODELS, () => engine),
-    tokenizer,
-    logger: silentLogger,
-    now: Date.now,
-    reservationTtlMs: 60_000,
-    adminToken: "admin-token-for-tests",
-  });
-  const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
-  const admin = createClient(AdminService, transport);
-  const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: capUsdMicros }, ADMIN);
-  const accountId = account?.id ?? "";
-  const { secret } = await admin.createApiKey({ accountId, burst: 100 }, ADMIN);
+  const { completion, newAccount, account } = createCoreFixture({ engine, tokenizer });
+  const { accountId, call } = await newAccount({ capUsdMicros, burst: 100 });
   const balance = async () => {
-    const a = (await admin.getAccount({ accountId }, ADMIN)).account;
+    const a = await account(accountId);
     return { spent: Number(a?.spentUsdMicros), reserved: Number(a?.reservedUsdMicros) };
   };
-  return {
-    completion: createClient(CompletionService, transport),
-    call: { headers: { authorization: `Bearer ${secret}` } },
-    balance,
-  };
+  return { completion, call, balance };
 }
 
 const hi = { messages: [{ role: "user", content: "hi" }] };

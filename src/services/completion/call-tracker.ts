@@ -22,7 +22,7 @@ export interface CallTracker {
   stop(): void;
 }
 
-/** Builds a tracker that admits at most `limit` calls at once. */
+/** Builds a tracker that lets at most `limit` calls run at once. */
 export function createCallTracker(limit: number): CallTracker {
   let active = 0;
   const work = new Set<Promise<unknown>>();

@@ -1,20 +1,24 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { ConnectError, type ContextValues } from "@connectrpc/connect";
 import type { ChatParams, FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { EngineEvent } from "../../engines/engine.ts";
-import { billingUnknownError, reasonOf, sluiceError } from "../../errors/catalogue.ts";
-import type { Logger } from "../../logger.ts";
+import { reasonOf, sluiceError } from "../../errors/catalogue.ts";
+import { type Logger, withFields } from "../../logger.ts";
 import { rateLimitHeaders, type Principal } from "../auth/index.ts";
 import type { CallTracker } from "./call-tracker.ts";
-import { createHandoff, ReaderStuckError, type Handoff } from "./handoff.ts";
+import { createHandoff, type Handoff } from "./handoff.ts";
 import { planCall, type CallHeader, type CallPlan, type PlanDeps } from "./plan.ts";
 import { costUsdMicros, msUntilNextPeriod } from "./pricing.ts";
-import { releaseResolved, settleResolved, type Hold, type ResolveOptions } from "./resolve-outcome.ts";
+import { releaseResolved, type Resolved, settleResolved, type Hold, type ResolveOptions } from "./resolve-outcome.ts";
 import { validateChatParams } from "./validate.ts";
-import type { Admission } from "../../store/store.ts";
+import { CALL_OVER, CALLER_GONE, canceled, failureOf, unsettled } from "./call-failures.ts";
+import { abortableSteps } from "./abortable-steps.ts";
+import { type CallObserver, type ObserverDeps, observeCall } from "./call-observer.ts";
+import { callFactsKey, requestIdKey } from "../request-context.ts";
+import type { RateCharge } from "../../store/store.ts";
 
 /** Everything a call needs from the core. */
-export interface CallDeps extends PlanDeps {
+export interface CallDeps extends PlanDeps, ObserverDeps {
   now: () => number;
   logger: Logger;
   calls: CallTracker;
@@ -28,7 +32,7 @@ export interface CallDeps extends PlanDeps {
 export type CallEvent =
   | { type: "delta"; choice: number; text: string; toolCalls?: JsonValue[]; last?: boolean; tokens: number }
   | { type: "finish"; choice: number; finishReason: FinishReason; logprobs?: JsonObject }
-  | { type: "usage"; promptTokens: number; completionTokens: number };
+  | { type: "usage"; promptTokens: number; completionTokens: number; costUsdMicros: number };
 
 /** An admitted call: its identity, and its events for the one reader. */
 export interface OpenedCall {
@@ -40,42 +44,15 @@ export interface OpenedCall {
 export interface CallContext {
   signal: AbortSignal;
   responseHeader: Headers;
+  /** The RPC's context values: its request id and facts (absent when a test calls directly). */
+  values?: ContextValues;
 }
 
-/** The retry delay suggested when an engine is unavailable. */
-const UNAVAILABLE_RETRY_MS = 1000;
 /** Events buffered for a slow reader before the engine is paused. */
 const HANDOFF_CAPACITY = 32;
 
-/** Why a call was stopped early; shared values, so that stopping a call builds no exception. */
-const CALLER_GONE = Object.freeze(new Error("the caller went away"));
-const CALL_OVER = Object.freeze(new Error("the call is over"));
-
 /** A token count an upstream may report: a whole, non-negative, safe number. */
 const validCount = (n: number) => Number.isSafeInteger(n) && n >= 0;
-
-const canceled = (message?: string) => sluiceError("canceled", message === undefined ? {} : { message });
-
-/**
- * Races each `next()` of an engine against `signal`, with one abort listener for the whole
- * call rather than one added and removed per event (the event-target bookkeeping showed in
- * profiles of streams of many deltas).
- */
-function abortableSteps(signal: AbortSignal): { step<T>(promise: Promise<T>): Promise<T>; dispose(): void } {
-  let rejectStep: ((reason: unknown) => void) | undefined;
-  const onAbort = () => rejectStep?.(signal.reason);
-  signal.addEventListener("abort", onAbort, { once: true });
-  return {
-    step<T>(promise: Promise<T>): Promise<T> {
-      if (signal.aborted) return Promise.reject(signal.reason);
-      return new Promise<T>((resolve, reject) => {
-        rejectStep = reject;
-        promise.then(resolve, reject);
-      });
-    },
-    dispose: () => signal.removeEventListener("abort", onAbort),
-  };
-}
 
 /**
  * Opens a chat call. This module owns a call from before its admission to its last event, and
@@ -94,12 +71,13 @@ export async function openCall(
   ctx: CallContext,
 ): Promise<OpenedCall> {
   // A shutdown waits for admissions in flight too: one may end in a release.
-  const opening = admit(deps, principal, params, stream, ctx);
+  const opening = admitCall(deps, principal, params, stream, ctx);
   deps.calls.track(opening);
   return opening;
 }
 
-async function admit(
+/** The admission of a call: its rules, then its rate-limit charge and its hold in one store step. */
+async function admitCall(
   deps: CallDeps,
   principal: Principal,
   params: ChatParams | undefined,
@@ -107,6 +85,10 @@ async function admit(
   ctx: CallContext,
 ): Promise<OpenedCall> {
   if (ctx.signal.aborted) throw canceled();
+  const requestId = ctx.values?.get(requestIdKey) ?? "";
+  // The call's domain lines carry its request id, like its access line.
+  deps = { ...deps, logger: withFields(deps.logger, { requestId }) };
+  const observer = observeCall(deps, ctx.values?.get(callFactsKey), requestId);
   const now = deps.now();
   let plan: CallPlan | undefined;
   let refusal: unknown;
@@ -115,29 +97,31 @@ async function admit(
   } catch (err) {
     refusal = err;
   }
+  if (plan) observer.planned(plan.model.name, plan.header.id);
   if (ctx.signal.aborted) throw canceled();
-  let admission: Admission;
+  let decision: RateCharge;
   try {
-    admission = await deps.store.admit(principal.apiKey, now, plan?.reservation);
+    decision = await deps.store.chargeRateLimit({ key: principal.apiKey, nowMs: now, reserve: plan?.reservation });
   } catch (err) {
     // A reply lost to a timeout does not mean the script did not run: close the id in the
     // background. The caller is told 503 now, which is true: nothing here can settle.
     if (plan) releaseLater(deps, plan.reservation);
     throw err;
   }
-  if (plan && admission.granted > 0 && ctx.signal.aborted) {
+  if (plan && decision.granted > 0 && ctx.signal.aborted) {
     releaseLater(deps, plan.reservation);
     throw canceled();
   }
-  const headers = rateLimitHeaders(admission);
+  const headers = rateLimitHeaders(decision);
   for (const [name, value] of Object.entries(headers)) ctx.responseHeader.set(name, value);
-  if (!admission.allowed) throw sluiceError("api_key_rate_limited", { retryAfterMs: admission.retryAfterMs, headers });
+  if (!decision.allowed) throw sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers });
   if (refusal !== undefined || !plan) {
     const err = ConnectError.from(refusal);
     for (const [name, value] of Object.entries(headers)) err.metadata.set(name, value);
     throw err;
   }
-  if (admission.granted === 0)
+  observer.reservation(decision.granted === 0 ? "refused" : "admitted");
+  if (decision.granted === 0)
     throw sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(now), headers });
   // A process at its limit of calls in flight refuses last, as DESIGN orders (503 is step
   // 10): the hold just taken is released.
@@ -149,16 +133,23 @@ async function admit(
     for (const [name, value] of Object.entries(headers)) ConnectError.from(err).metadata.set(name, value);
     throw err;
   }
-  return { header: plan.header, events: runAdmitted(deps, plan, admission.granted, stream, ctx.signal, leave) };
+  const events = runAdmitted(deps, plan, decision.granted, stream, ctx.signal, leave, observer);
+  return { header: plan.header, events };
 }
 
 function resolveOptions(deps: CallDeps): ResolveOptions {
   return { deadlineMs: deps.resolveDeadlineMs, stop: deps.calls.stopping, logger: deps.logger };
 }
 
+/** Counts a known outcome of a hold (settled or released) in the reservation metrics. */
+function counted(deps: CallDeps, outcome: Resolved): Resolved {
+  if (outcome !== "unknown") deps.metrics?.reservation(outcome);
+  return outcome;
+}
+
 /** Releases a hold in the background, chasing the store until it answers; shutdown waits for it. */
 function releaseLater(deps: CallDeps, hold: Hold): void {
-  deps.calls.track(releaseResolved(deps.store, hold, resolveOptions(deps)));
+  deps.calls.track(releaseResolved(deps.store, hold, resolveOptions(deps)).then((o) => counted(deps, o)));
 }
 
 /**
@@ -174,6 +165,7 @@ function runAdmitted(
   stream: boolean,
   signal: AbortSignal,
   leave: () => void,
+  observer: CallObserver,
 ): AsyncIterable<CallEvent> {
   const engineAbort = new AbortController();
   const stop = (reason: unknown) => {
@@ -194,31 +186,12 @@ function runAdmitted(
   const onAbort = () => stop(CALLER_GONE);
   signal.addEventListener("abort", onAbort, { once: true });
   if (signal.aborted) onAbort();
-  const run = pump(deps, plan, granted, stream, handoff, engineAbort, delivered).finally(() => {
+  const run = pump(deps, plan, granted, stream, handoff, engineAbort, delivered, observer).finally(() => {
     signal.removeEventListener("abort", onAbort);
     leave();
   });
   deps.calls.track(run);
   return handoff.reader;
-}
-
-/** What a reader is told of a settle that did not land: not billed (released), or unknown. */
-const unsettled = (outcome: "released" | "unknown", id: string): ConnectError =>
-  outcome === "released"
-    ? sluiceError("service_unavailable", { retryAfterMs: UNAVAILABLE_RETRY_MS })
-    : billingUnknownError(id);
-
-/** The error a reader gets for a call that ended before its answer was whole (and was released). */
-function failureOf(err: unknown, deps: CallDeps, id: string): ConnectError {
-  if (err === CALLER_GONE) return canceled();
-  if (err instanceof ReaderStuckError)
-    return canceled("The reader took no data within the write timeout; the call was not billed.");
-  if (reasonOf(err) !== undefined) return err as ConnectError;
-  if (err instanceof ConnectError && (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded)) {
-    return sluiceError("service_unavailable", { retryAfterMs: UNAVAILABLE_RETRY_MS, cause: err });
-  }
-  deps.logger.error("engine failed", { id, error: err instanceof Error ? err.message : String(err) });
-  return sluiceError("internal_error", { cause: err });
 }
 
 /** The engine loop of one call; see `runAdmitted`. Ends in exactly one settle or one release. */
@@ -230,8 +203,9 @@ async function pump(
   handoff: Handoff<CallEvent>,
   engineAbort: AbortController,
   delivered: { readonly tokens: number },
+  observer: CallObserver,
 ): Promise<void> {
-  const { account, model, promptTokens, request, period } = plan;
+  const { account, model, promptTokens, period } = plan;
   const id = plan.header.id;
   const worst = plan.reservation.maximum;
   const hold = { accountId: account.id, period, reservationId: id };
@@ -242,13 +216,18 @@ async function pump(
   let renew: NodeJS.Timeout | undefined;
   let events: AsyncIterator<EngineEvent> | undefined;
   const steps = abortableSteps(engineAbort.signal);
+  const request = observer.engineStarting(plan.request);
+  /** The catalogue reason the call failed with, for its engine span. */
+  let errorType: string | undefined;
   try {
     // Keeps the hold alive while the engine runs; a crashed process stops renewing it.
     renew = setInterval(
       () => {
-        deps.store.reserve({ ...hold, ...ttl, minimum: 0, maximum: 0, nowMs: deps.now() }).catch((err: unknown) => {
-          deps.logger.warn("reservation renewal failed", { id, error: String(err) });
-        });
+        deps.store
+          .extendReservation({ ...hold, ...ttl, minimum: 0, maximum: 0, nowMs: deps.now() })
+          .catch((err: unknown) => {
+            deps.logger.warn("reservation renewal failed", { id, error: String(err) });
+          });
       },
       Math.max(250, Math.floor(deps.reservationTtlMs / 3)),
     );
@@ -263,7 +242,7 @@ async function pump(
       if (event.type === "delta") {
         const needed = costUsdMicros(model, promptTokens, produced + event.tokens);
         if (needed > reserved) {
-          const more = await deps.store.reserve({
+          const more = await deps.store.extendReservation({
             ...hold,
             ...ttl,
             minimum: needed - reserved,
@@ -271,6 +250,7 @@ async function pump(
             nowMs: deps.now(),
           });
           if (engineAbort.signal.aborted) throw engineAbort.signal.reason;
+          observer.reservation(more === 0 ? "cut" : "extended");
           if (more === 0) {
             const capped = sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(deps.now()) });
             if (!stream) throw capped; // a unary call is refused whole (released below)
@@ -281,18 +261,19 @@ async function pump(
             handoff.cut(capped);
             if (delivered.tokens === 0) throw capped;
             const charge = Math.min(reserved, costUsdMicros(model, promptTokens, delivered.tokens));
-            const outcome = await settleResolved(
-              deps.store,
-              { ...hold, chargeUsdMicros: charge },
-              options,
-              deps.calls.track,
+            const outcome = counted(
+              deps,
+              await settleResolved(deps.store, { ...hold, chargeUsdMicros: charge }, options, deps.calls.track),
             );
+            if (outcome === "settled") observer.billed(promptTokens, delivered.tokens, charge);
+            errorType = "spend_cap_exceeded";
             handoff.fail(outcome === "settled" ? capped : unsettled(outcome, id));
             return;
           }
           reserved += more;
         }
         produced += event.tokens;
+        observer.token();
         if (event.text || event.toolCalls) {
           await handoff.push({
             type: "delta",
@@ -315,7 +296,7 @@ async function pump(
       const prompt = usage?.promptTokens ?? promptTokens;
       const completion = usage?.completionTokens ?? produced;
       const charge = Math.min(reserved, costUsdMicros(model, prompt, completion));
-      const outcome = await settleResolved(
+      const settled = settleResolved(
         deps.store,
         {
           ...hold,
@@ -334,20 +315,32 @@ async function pump(
         options,
         deps.calls.track,
       );
+      const outcome = counted(deps, await settled);
       if (outcome !== "settled") {
+        errorType = outcome === "released" ? "service_unavailable" : "internal_error";
         handoff.fail(unsettled(outcome, id));
         return;
       }
-      await deliverEnd(handoff, event, prompt, completion);
+      observer.billed(prompt, completion, charge);
+      observer.finished(event.choices?.map((c) => c.finishReason) ?? [event.finishReason]);
+      await deliverEnd(handoff, event, {
+        type: "usage",
+        promptTokens: prompt,
+        completionTokens: completion,
+        costUsdMicros: charge,
+      });
       return;
     }
   } catch (err) {
     // Every way out before the answer was whole: the caller is told now (nothing was settled,
     // so nothing can be billed), and the hold is released, chased until the store answers.
-    handoff.fail(failureOf(err, deps, id));
+    const failure = failureOf(err, deps.logger, id);
+    errorType = reasonOf(failure);
+    handoff.fail(failure);
     if (!engineAbort.signal.aborted) engineAbort.abort(CALL_OVER);
-    await releaseResolved(deps.store, hold, options);
+    counted(deps, await releaseResolved(deps.store, hold, options));
   } finally {
+    observer.engineEnded(errorType);
     clearInterval(renew);
     steps.dispose();
     if (!engineAbort.signal.aborted) engineAbort.abort(CALL_OVER);
@@ -360,8 +353,7 @@ async function pump(
 async function deliverEnd(
   handoff: Handoff<CallEvent>,
   done: Extract<EngineEvent, { type: "done" }>,
-  prompt: number,
-  completion: number,
+  usage: Extract<CallEvent, { type: "usage" }>,
 ): Promise<void> {
   try {
     const finishes = done.choices ?? [
@@ -375,7 +367,7 @@ async function deliverEnd(
         ...(f.logprobs && { logprobs: f.logprobs }),
       });
     }
-    await handoff.push({ type: "usage", promptTokens: prompt, completionTokens: completion });
+    await handoff.push(usage);
     handoff.close();
   } catch {
     // The reader left after the call was complete and charged: nothing is left to tell it.

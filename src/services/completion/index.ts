@@ -25,10 +25,11 @@ interface ChoiceOut {
   logprobs?: JsonObject;
 }
 
-const usageOf = (p: number, c: number) => ({
+const usageOf = (p: number, c: number, cost = 0) => ({
   promptTokens: BigInt(p),
   completionTokens: BigInt(c),
   totalTokens: BigInt(p + c),
+  costUsdMicros: BigInt(cost),
 });
 
 /**
@@ -65,7 +66,7 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
           c.finishReason = event.finishReason;
           if (event.logprobs) c.logprobs = event.logprobs;
         } else {
-          usage = usageOf(event.promptTokens, event.completionTokens);
+          usage = usageOf(event.promptTokens, event.completionTokens, event.costUsdMicros);
         }
       }
       const first = choice(0);
@@ -74,6 +75,8 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
         model: header.model,
         created: BigInt(header.created),
         usage,
+        // Deprecated in the proto (the answer is `choices`): still filled with choice 0 for clients
+        // built before `choices` existed. Nothing in Sluice reads them.
         content: first.content,
         finishReason: first.finishReason,
         toolCalls: first.toolCalls,
@@ -100,7 +103,10 @@ export function createCompletionService(deps: CallDeps): ServiceImpl<typeof Comp
         } else if (event.type === "finish") {
           yield { ...base, choiceIndex: event.choice, event: { case: "finishReason", value: event.finishReason } };
         } else {
-          yield { ...base, event: { case: "usage", value: usageOf(event.promptTokens, event.completionTokens) } };
+          yield {
+            ...base,
+            event: { case: "usage", value: usageOf(event.promptTokens, event.completionTokens, event.costUsdMicros) },
+          };
         }
       }
     },

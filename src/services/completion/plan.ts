@@ -86,7 +86,6 @@ export async function planCall(deps: PlanDeps, principal: Principal, call: ChatC
       minimum,
       maximum: Math.max(minimum, worst),
       ttlMs: deps.reservationTtlMs,
-      nowMs: now,
     },
     request: {
       model: model.name,

@@ -1,15 +1,17 @@
 import type { Logger } from "../../logger.ts";
-import { wasNotSent, type CallOutcome, type SettleRequest, type Store } from "../../store/store.ts";
+import {
+  wasNotSent,
+  type CallOutcome,
+  type ReservationRef,
+  type SettleRequest,
+  type Store,
+} from "../../store/store.ts";
 
 /** A call's billing outcome as far as the store has said: `unknown` while it has not answered. */
 export type Resolved = CallOutcome | "unknown";
 
 /** The hold a call took, by completion id. */
-export interface Hold {
-  accountId: string;
-  period: string;
-  reservationId: string;
-}
+export type Hold = ReservationRef;
 
 /** How long to chase an answer, and what stops the chase early (process shutdown). */
 export interface ResolveOptions {
@@ -45,7 +47,7 @@ export async function releaseResolved(store: Store, hold: Hold, options: Resolve
   const until = Date.now() + options.deadlineMs;
   for (let attempt = 0; ; attempt++) {
     try {
-      return await store.release(hold.accountId, hold.period, hold.reservationId);
+      return await store.release(hold);
     } catch (err) {
       if (options.stop.aborted || Date.now() >= until) {
         options.logger.error("billing outcome unknown: the store did not answer", {

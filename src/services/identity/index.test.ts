@@ -1,61 +1,17 @@
-import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { RetryInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
-import { AdminService } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
-import { CompletionService, FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
-import { IdentityService } from "../../../gen/sluice/identity/v1/identity_service_pb.ts";
-import { createModelRegistry } from "../../engines/models.ts";
-import { createTokenizer } from "../../engines/tokenizer.ts";
 import { retryAfterMsOf } from "../../errors/catalogue.ts";
-import { silentLogger } from "../../logger.ts";
-import { createMemoryStore } from "../../store/memory/index.ts";
 import { generateApiKey } from "../auth/api-key.ts";
-import { createCore } from "../routes.ts";
+import { ADMIN, createCoreFixture } from "../../testing/core-fixture.ts";
 import { expectFailure } from "../../testing/expect-failure.ts";
 
 const T0 = Date.UTC(2026, 10, 15, 12, 0, 0);
-const ADMIN = { headers: { authorization: "Bearer admin-token-for-tests" } };
 function setup() {
   const clock = { now: T0 };
-  const store = createMemoryStore();
-  const models = createModelRegistry(
-    [
-      {
-        name: "service-extract",
-        engine: "extractive",
-        inputUsdMicrosPerMillion: 1_000_000,
-        outputUsdMicrosPerMillion: 2_000_000,
-        free: false,
-        tokenizer: "o200k_base",
-      },
-    ],
-    () => ({
-      async *generate() {
-        yield { type: "delta", text: "ok", tokens: 1 };
-        yield { type: "done", finishReason: FinishReason.STOP };
-      },
-      ready: async () => undefined,
-    }),
-  );
-  const core = createCore({
-    store,
-    models,
-    tokenizer: createTokenizer(),
-    logger: silentLogger,
-    now: () => clock.now,
-    reservationTtlMs: 60_000,
-    adminToken: "admin-token-for-tests",
-  });
-  const transport = createRouterTransport(core.routes, { router: { interceptors: core.interceptors } });
-  const admin = createClient(AdminService, transport);
-  const identity = createClient(IdentityService, transport);
-  const completion = createClient(CompletionService, transport);
-  const newKey = async (limits: { rateLimitRps?: number; burst?: number } = {}) => {
-    const { account } = await admin.createAccount({ onboardingComplete: true, spendCapUsdMicros: 1_000_000n }, ADMIN);
-    const accountId = account?.id ?? "";
-    const { secret, apiKey } = await admin.createApiKey({ accountId, ...limits }, ADMIN);
-    return { accountId, secret, apiKeyId: apiKey?.id ?? "", authorization: `Bearer ${secret}` };
-  };
+  const { admin, identity, completion, newAccount } = createCoreFixture({ now: () => clock.now });
+  const newKey = (limits: { rateLimitRps?: number; burst?: number } = {}) =>
+    newAccount({ capUsdMicros: 1_000_000n, ...limits });
   return { clock, admin, identity, completion, newKey };
 }
 
@@ -185,7 +141,8 @@ describe("IdentityService and caller authentication", () => {
     for (let i = 0; i < 5; i++)
       expect((await identity.checkApiKey({}, { headers: { authorization } })).apiKeyId).not.toBe("");
     expect(
-      (await completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization } })).content,
+      (await completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization } })).choices[0]
+        ?.content,
     ).toBe("ok");
     await expectFailure(
       () => completion.createChatCompletion({ params: { prompt: "hi" } }, { headers: { authorization } }),

@@ -1,6 +1,6 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
-import { createClient, createRouterTransport } from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ServerReflection, type ServerReflectionResponse } from "../../../gen/grpc/reflection/v1/reflection_pb.ts";
 import { ServerReflection as ServerReflectionAlpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.ts";
@@ -60,7 +60,8 @@ describe("reflection", () => {
     expect(byName.messageResponse.case).toBe("fileDescriptorResponse");
     const missing = await ask({ messageRequest: { case: "fileContainingSymbol", value: "nope.Nothing" } });
     expect(missing.messageResponse.case).toBe("errorResponse");
-    if (missing.messageResponse.case === "errorResponse") expect(missing.messageResponse.value.errorCode).toBe(5);
+    if (missing.messageResponse.case === "errorResponse")
+      expect(missing.messageResponse.value.errorCode).toBe(Code.NotFound);
   });
 
   it("serves the v1alpha service that older grpcurl asks for", async () => {

@@ -25,7 +25,7 @@ function failFast(commandTimeoutMs: number): RedisOptions {
     connectTimeout: 1000,
     retryStrategy: (attempt: number) => Math.min(50 * attempt, 500),
     enableReadyCheck: true,
-    // Commands issued in one turn of the event loop (the admissions and settles of concurrent
+    // Commands issued in one turn of the event loop (the rate-limit charges and settles of concurrent
     // calls) go out in one socket write: one syscall per turn instead of one per command,
     // which showed in profiles of the Redis path. Each command keeps its own reply, error and
     // timeout, and commands still reach the server in the order they were issued.

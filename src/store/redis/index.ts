@@ -1,19 +1,11 @@
 import type { RedisClient } from "./client.ts";
-import type {
-  AccountPatch,
-  AccountRecord,
-  Admission,
-  ApiKeyRecord,
-  Store,
-  UsagePage,
-  UsageRecordRow,
-} from "../store.ts";
+import type { AccountRecord, ApiKeyRecord, RateCharge, Store, UsagePage, UsageRecordRow } from "../store.ts";
 import { createTtlCache } from "./cache.ts";
 import { DEFAULT_COMMAND_TIMEOUT_MS, guarded as guardedWithin } from "./client.ts";
 import { createKeys } from "./keys.ts";
 import { decodeStreamToken, encodeStreamToken } from "./stream-token.ts";
 import { accountFields, apiKeyFields, parseAccount, parseApiKey, parseUsage, usageFields } from "./records.ts";
-import { ADMIT, BALANCE, createScript, RELEASE, RESERVE, SETTLE, UPDATE_IF_EXISTS } from "./scripts.ts";
+import { BALANCE, CHARGE_RATE_LIMIT, createScript, RELEASE, RESERVE, SETTLE, UPDATE_IF_EXISTS } from "./scripts.ts";
 
 export interface RedisStoreOptions {
   /** A connected client for commands. */
@@ -24,7 +16,7 @@ export interface RedisStoreOptions {
   /** How long cached keys and accounts live: changes elsewhere show within this time. */
   cacheTtlMs?: number;
   /**
-   * Whether the scripts read the Redis server's clock (the default) instead of the caller's
+   * Whether the scripts read the Redis server's clock (the default) and ignore the callers'
    * `nowMs`, so processes with skewed clocks agree on rates and expiries. Tests that drive
    * time by hand turn it off.
    */
@@ -33,11 +25,15 @@ export interface RedisStoreOptions {
   commandTimeoutMs?: number;
 }
 
-/** How long settled and released ids are kept, so a retried or late command finds its call closed. */
+/**
+ * How long settled and released ids (and spend-cap aborts' charges by id) are kept after a
+ * period's last one, so a retried or late command finds its call closed: a stalled server may
+ * run queued commands long after they were sent, and operators check ledgers call by call.
+ */
 const SETTLED_KEEP_SECONDS = 70 * 24 * 3600;
 
 const scripts = {
-  admit: createScript(ADMIT),
+  chargeRateLimit: createScript(CHARGE_RATE_LIMIT),
   reserve: createScript(RESERVE),
   settle: createScript(SETTLE),
   release: createScript(RELEASE),
@@ -89,7 +85,6 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   const loadAccount = async (id: string) => parseAccount(id, await redis.hgetall(keys.account(id)));
   const loadKey = async (accountId: string, keyId: string) =>
     parseApiKey(keyId, await redis.hgetall(keys.apiKey(accountId, keyId)));
-  const keyLocation = async (keyId: string) => redis.get(keys.keyById(keyId));
 
   return {
     createAccount: (account) =>
@@ -97,16 +92,17 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         await redis.hset(keys.account(account.id), accountFields(account));
         await redis.incr(keys.accountCount);
       }),
-    getAccount: (id) => guarded(async () => copy(await accountCache.get(id, () => loadAccount(id)))),
-    updateAccount: (id, patch: AccountPatch) =>
+    getAccount: (accountId) =>
+      guarded(async () => copy(await accountCache.get(accountId, () => loadAccount(accountId)))),
+    updateAccount: ({ accountId, patch }) =>
       guarded(async () => {
         const fields = Object.entries(accountFields(patch)).flat();
-        const found = await scripts.updateIfExists.run(redis, [keys.account(id)], fields);
+        const found = await scripts.updateIfExists.run(redis, [keys.account(accountId)], fields);
         if (num(found) === 0) return undefined;
-        await invalidate(`a:${id}`);
-        return loadAccount(id);
+        await invalidate(`a:${accountId}`);
+        return loadAccount(accountId);
       }),
-    countAccounts: () => guarded(async () => num(await redis.get(keys.accountCount))),
+    hasAccounts: () => guarded(async () => num(await redis.get(keys.accountCount)) > 0),
 
     createApiKey: (key) =>
       guarded(async () => {
@@ -115,11 +111,6 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         await redis.set(keys.keyById(key.id), key.accountId);
         await redis.set(keys.keyByHash(key.hash), `${key.accountId} ${key.id}`);
         await invalidate(`k:${key.hash}`);
-      }),
-    getApiKey: (id) =>
-      guarded(async () => {
-        const accountId = await keyLocation(id);
-        return accountId ? loadKey(accountId, id) : undefined;
       }),
     findApiKeyByHash: (hash) =>
       guarded(async () =>
@@ -131,13 +122,13 @@ export function createRedisStore(options: RedisStoreOptions): Store {
           }),
         ),
       ),
-    revokeApiKey: (id) =>
+    revokeApiKey: (apiKeyId) =>
       guarded(async () => {
-        const accountId = await keyLocation(id);
+        const accountId = await redis.get(keys.keyById(apiKeyId));
         if (!accountId) return undefined;
-        const found = await scripts.updateIfExists.run(redis, [keys.apiKey(accountId, id)], ["revoked", "1"]);
+        const found = await scripts.updateIfExists.run(redis, [keys.apiKey(accountId, apiKeyId)], ["revoked", "1"]);
         if (num(found) === 0) return undefined;
-        const key = await loadKey(accountId, id);
+        const key = await loadKey(accountId, apiKeyId);
         if (key) await invalidate(`k:${key.hash}`);
         return key;
       }),
@@ -148,15 +139,15 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         return found.filter((k): k is ApiKeyRecord => k !== undefined);
       }),
 
-    admit: (key, nowMs, reservation) =>
-      guarded(async (): Promise<Admission> => {
+    chargeRateLimit: ({ key, nowMs, reserve }) =>
+      guarded(async (): Promise<RateCharge> => {
         const gcra = [keys.gcra(key.accountId, key.id)];
         const args: Array<string | number> = [1000 / key.rateLimitRps, key.burst, now(nowMs)];
-        if (reservation) {
-          gcra.push(...reserveKeys(reservation.accountId, reservation.period));
-          args.push(reservation.reservationId, reservation.minimum, reservation.maximum, reservation.ttlMs);
+        if (reserve) {
+          gcra.push(...reserveKeys(reserve.accountId, reserve.period));
+          args.push(reserve.reservationId, reserve.minimum, reserve.maximum, reserve.ttlMs);
         }
-        const r = (await scripts.admit.run(redis, gcra, args)) as number[];
+        const r = (await scripts.chargeRateLimit.run(redis, gcra, args)) as number[];
         return {
           allowed: r[0] === 1,
           limit: num(r[1]),
@@ -166,17 +157,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
           granted: num(r[5]),
         };
       }),
-    balance: (accountId, period, nowMs) =>
-      guarded(async () => {
-        const p = keys.period(accountId, period);
-        const r = (await scripts.balance.run(
-          redis,
-          [p.spent, p.reservations, p.expiries, p.reserved],
-          [now(nowMs)],
-        )) as number[];
-        return { spentUsdMicros: num(r[0]), reservedUsdMicros: num(r[1]) };
-      }),
-    reserve: (request) =>
+    extendReservation: (request) =>
       guarded(async () => {
         const granted = await scripts.reserve.run(redis, reserveKeys(request.accountId, request.period), [
           request.reservationId,
@@ -213,7 +194,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         );
         return num(charged) === -2 ? "released" : "settled";
       }),
-    release: (accountId, period, reservationId) =>
+    release: ({ accountId, period, reservationId }) =>
       guarded(async () => {
         const p = keys.period(accountId, period);
         const r = await scripts.release.run(
@@ -223,8 +204,18 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         );
         return num(r) === 2 ? "settled" : "released";
       }),
+    balance: ({ accountId, period, nowMs }) =>
+      guarded(async () => {
+        const p = keys.period(accountId, period);
+        const r = (await scripts.balance.run(
+          redis,
+          [p.spent, p.reservations, p.expiries, p.reserved],
+          [now(nowMs)],
+        )) as number[];
+        return { spentUsdMicros: num(r[0]), reservedUsdMicros: num(r[1]) };
+      }),
 
-    async listUsageRecords(accountId, pageSize, pageToken): Promise<UsagePage> {
+    async listUsageRecords({ accountId, pageSize, pageToken }): Promise<UsagePage> {
       const before = pageToken ? decodeStreamToken(pageToken) : undefined;
       return guarded(async () => {
         const entries = await redis.xrevrange(

@@ -7,6 +7,7 @@
 export function createKeys(prefix: string) {
   const account = (id: string) => `${prefix}:{a:${id}}`;
   return {
+    /** Accounts ever created (a retried create may count twice): `hasAccounts` reads it. */
     accountCount: `${prefix}:accounts:count`,
     invalidations: `${prefix}:invalidate`,
     account: (id: string) => `${account(id)}:account`,
@@ -14,7 +15,11 @@ export function createKeys(prefix: string) {
     apiKey: (accountId: string, keyId: string) => `${account(accountId)}:key:${keyId}`,
     keyByHash: (hash: string) => `${prefix}:key-by-hash:${hash}`,
     keyById: (keyId: string) => `${prefix}:key-by-id:${keyId}`,
-    /** GCRA state of a key, in its account's slot so admission and reservation are one script. */
+    /**
+     * GCRA state of a key, in its account's slot so a rate-limit charge and a reservation are
+     * one script. It expires a second after its theoretical arrival time, past which it means
+     * nothing more than no state.
+     */
     gcra: (accountId: string, keyId: string) => `${account(accountId)}:gcra:${keyId}`,
     usage: (id: string) => `${account(id)}:usage`,
     period: (id: string, period: string) => {

@@ -65,12 +65,13 @@ return reserve(KEYS, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARG
 `;
 
 /**
- * GCRA, line for line as src/store/gcra.ts, then (when KEYS 2..8 and ARGV 4..7 are given) the
- * reservation of an admitted call. KEYS: gcra, then the RESERVE keys.
+ * Charges a request to its key's rate limit: GCRA, line for line as src/store/gcra.ts, then
+ * (when KEYS 2..8 and ARGV 4..7 are given) the reservation of an allowed call. The state
+ * expires a second after its theoretical arrival time. KEYS: gcra, then the RESERVE keys.
  * ARGV: interval ms, burst, now ms, then id, min, max, ttl ms.
  * Returns {allowed, limit, remaining, reset ms, retry-after ms, granted}.
  */
-export const ADMIT = `${RESERVE_FN}
+export const CHARGE_RATE_LIMIT = `${RESERVE_FN}
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local now = clock(ARGV[3])
@@ -85,7 +86,8 @@ end
 redis.call('SET', KEYS[1], string.format('%.3f', newTat), 'PX', math.ceil(newTat - now) + 1000)
 local granted = 0
 if #KEYS > 1 then
-  granted = reserve({KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), now)
+  granted = reserve({KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]},
+    ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), now)
 end
 return {1, burst, math.max(0, math.floor((now - allowAt) / interval)), math.ceil(newTat - now), 0, granted}
 `;

@@ -38,7 +38,7 @@ describe("Redis store clock", () => {
       createTimeMs: Date.now(),
     });
     const hold = (store: Store, id: string, nowMs: number) =>
-      store.reserve({
+      store.extendReservation({
         accountId,
         period: "2026-11",
         reservationId: id,

@@ -14,7 +14,7 @@ import type { JsonObject, Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file sluice/completion/v1/completion_service.proto.
  */
 export const file_sluice_completion_v1_completion_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci1zbHVpY2UvY29tcGxldGlvbi92MS9jb21wbGV0aW9uX3NlcnZpY2UucHJvdG8SFHNsdWljZS5jb21wbGV0aW9uLnYxIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IkEKEkxpc3RNb2RlbHNSZXNwb25zZRIrCgZtb2RlbHMYASADKAsyGy5zbHVpY2UuY29tcGxldGlvbi52MS5Nb2RlbCIlCgVNb2RlbBIKCgJpZBgBIAEoCRIQCghvd25lZF9ieRgCIAEoCSKhAQoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhEKBG5hbWUYAyABKAlIAIgBARIZCgx0b29sX2NhbGxfaWQYBCABKAlIAYgBARIrCgp0b29sX2NhbGxzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIHCgVfbmFtZUIPCg1fdG9vbF9jYWxsX2lkIv0ECgpDaGF0UGFyYW1zEg0KBW1vZGVsGAEgASgJEjMKCG1lc3NhZ2VzGAIgAygLMiEuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdE1lc3NhZ2USEwoGcHJvbXB0GAMgASgJSACIAQESFwoKbWF4X3Rva2VucxgEIAEoA0gBiAEBEhgKC3RlbXBlcmF0dXJlGAUgASgBSAKIAQESEgoFdG9wX3AYBiABKAFIA4gBARIMCgRzdG9wGAcgAygJEhEKBHNlZWQYCCABKANIBIgBARIRCgR1c2VyGAkgASgJSAWIAQESHQoQcHJlc2VuY2VfcGVuYWx0eRgKIAEoAUgGiAEBEh4KEWZyZXF1ZW5jeV9wZW5hbHR5GAsgASgBSAeIAQESDgoBbhgMIAEoBUgIiAEBEiYKBXRvb2xzGA0gAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIrCgt0b29sX2Nob2ljZRgOIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIwCg9yZXNwb25zZV9mb3JtYXQYDyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKCGxvZ3Byb2JzGBAgASgISAmIAQESGQoMdG9wX2xvZ3Byb2JzGBEgASgFSAqIAQFCCQoHX3Byb21wdEINCgtfbWF4X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCCAoGX3RvcF9wQgcKBV9zZWVkQgcKBV91c2VyQhMKEV9wcmVzZW5jZV9wZW5hbHR5QhQKEl9mcmVxdWVuY3lfcGVuYWx0eUIECgJfbkILCglfbG9ncHJvYnNCDwoNX3RvcF9sb2dwcm9icyJPCgVVc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgDEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgDEhQKDHRvdGFsX3Rva2VucxgDIAEoAyJPChtDcmVhdGVDaGF0Q29tcGxldGlvblJlcXVlc3QSMAoGcGFyYW1zGAEgASgLMiAuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdFBhcmFtcyLJAgocQ3JlYXRlQ2hhdENvbXBsZXRpb25SZXNwb25zZRIKCgJpZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdjcmVhdGVkGAMgASgDEg8KB2NvbnRlbnQYBCABKAkSOQoNZmluaXNoX3JlYXNvbhgFIAEoDjIiLnNsdWljZS5jb21wbGV0aW9uLnYxLkZpbmlzaFJlYXNvbhIqCgV1c2FnZRgGIAEoCzIbLnNsdWljZS5jb21wbGV0aW9uLnYxLlVzYWdlEisKCnRvb2xfY2FsbHMYByADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EikKCGxvZ3Byb2JzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBItCgdjaG9pY2VzGAkgAygLMhwuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hvaWNlIrsBCgZDaG9pY2USDQoFaW5kZXgYASABKA0SDwoHY29udGVudBgCIAEoCRI5Cg1maW5pc2hfcmVhc29uGAMgASgOMiIuc2x1aWNlLmNvbXBsZXRpb24udjEuRmluaXNoUmVhc29uEisKCnRvb2xfY2FsbHMYBCADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EikKCGxvZ3Byb2JzGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJPChtTdHJlYW1DaGF0Q29tcGxldGlvblJlcXVlc3QSMAoGcGFyYW1zGAEgASgLMiAuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdFBhcmFtcyKzAgocU3RyZWFtQ2hhdENvbXBsZXRpb25SZXNwb25zZRIKCgJpZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdjcmVhdGVkGAMgASgDEg8KBWRlbHRhGAQgASgJSAASOwoNZmluaXNoX3JlYXNvbhgFIAEoDjIiLnNsdWljZS5jb21wbGV0aW9uLnYxLkZpbmlzaFJlYXNvbkgAEiwKBXVzYWdlGAYgASgLMhsuc2x1aWNlLmNvbXBsZXRpb24udjEuVXNhZ2VIABIwCgp0b29sX2NhbGxzGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZUgAEhQKDGNob2ljZV9pbmRleBgIIAEoDRIRCgRsYXN0GAkgASgISAGIAQFCBwoFZXZlbnRCBwoFX2xhc3QqnwEKDEZpbmlzaFJlYXNvbhIdChlGSU5JU0hfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoSRklOSVNIX1JFQVNPTl9TVE9QEAESGAoURklOSVNIX1JFQVNPTl9MRU5HVEgQAhIcChhGSU5JU0hfUkVBU09OX1RPT0xfQ0FMTFMQAxIgChxGSU5JU0hfUkVBU09OX0NPTlRFTlRfRklMVEVSEAQy9AIKEUNvbXBsZXRpb25TZXJ2aWNlEn0KFENyZWF0ZUNoYXRDb21wbGV0aW9uEjEuc2x1aWNlLmNvbXBsZXRpb24udjEuQ3JlYXRlQ2hhdENvbXBsZXRpb25SZXF1ZXN0GjIuc2x1aWNlLmNvbXBsZXRpb24udjEuQ3JlYXRlQ2hhdENvbXBsZXRpb25SZXNwb25zZRJ/ChRTdHJlYW1DaGF0Q29tcGxldGlvbhIxLnNsdWljZS5jb21wbGV0aW9uLnYxLlN0cmVhbUNoYXRDb21wbGV0aW9uUmVxdWVzdBoyLnNsdWljZS5jb21wbGV0aW9uLnYxLlN0cmVhbUNoYXRDb21wbGV0aW9uUmVzcG9uc2UwARJfCgpMaXN0TW9kZWxzEicuc2x1aWNlLmNvbXBsZXRpb24udjEuTGlzdE1vZGVsc1JlcXVlc3QaKC5zbHVpY2UuY29tcGxldGlvbi52MS5MaXN0TW9kZWxzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct]);
+  fileDesc("Ci1zbHVpY2UvY29tcGxldGlvbi92MS9jb21wbGV0aW9uX3NlcnZpY2UucHJvdG8SFHNsdWljZS5jb21wbGV0aW9uLnYxIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IkEKEkxpc3RNb2RlbHNSZXNwb25zZRIrCgZtb2RlbHMYASADKAsyGy5zbHVpY2UuY29tcGxldGlvbi52MS5Nb2RlbCIlCgVNb2RlbBIKCgJpZBgBIAEoCRIQCghvd25lZF9ieRgCIAEoCSKhAQoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIPCgdjb250ZW50GAIgASgJEhEKBG5hbWUYAyABKAlIAIgBARIZCgx0b29sX2NhbGxfaWQYBCABKAlIAYgBARIrCgp0b29sX2NhbGxzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIHCgVfbmFtZUIPCg1fdG9vbF9jYWxsX2lkIv0ECgpDaGF0UGFyYW1zEg0KBW1vZGVsGAEgASgJEjMKCG1lc3NhZ2VzGAIgAygLMiEuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdE1lc3NhZ2USEwoGcHJvbXB0GAMgASgJSACIAQESFwoKbWF4X3Rva2VucxgEIAEoA0gBiAEBEhgKC3RlbXBlcmF0dXJlGAUgASgBSAKIAQESEgoFdG9wX3AYBiABKAFIA4gBARIMCgRzdG9wGAcgAygJEhEKBHNlZWQYCCABKANIBIgBARIRCgR1c2VyGAkgASgJSAWIAQESHQoQcHJlc2VuY2VfcGVuYWx0eRgKIAEoAUgGiAEBEh4KEWZyZXF1ZW5jeV9wZW5hbHR5GAsgASgBSAeIAQESDgoBbhgMIAEoBUgIiAEBEiYKBXRvb2xzGA0gAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIrCgt0b29sX2Nob2ljZRgOIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIwCg9yZXNwb25zZV9mb3JtYXQYDyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKCGxvZ3Byb2JzGBAgASgISAmIAQESGQoMdG9wX2xvZ3Byb2JzGBEgASgFSAqIAQFCCQoHX3Byb21wdEINCgtfbWF4X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCCAoGX3RvcF9wQgcKBV9zZWVkQgcKBV91c2VyQhMKEV9wcmVzZW5jZV9wZW5hbHR5QhQKEl9mcmVxdWVuY3lfcGVuYWx0eUIECgJfbkILCglfbG9ncHJvYnNCDwoNX3RvcF9sb2dwcm9icyJoCgVVc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgDEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgDEhQKDHRvdGFsX3Rva2VucxgDIAEoAxIXCg9jb3N0X3VzZF9taWNyb3MYBCABKAMiTwobQ3JlYXRlQ2hhdENvbXBsZXRpb25SZXF1ZXN0EjAKBnBhcmFtcxgBIAEoCzIgLnNsdWljZS5jb21wbGV0aW9uLnYxLkNoYXRQYXJhbXMi2QIKHENyZWF0ZUNoYXRDb21wbGV0aW9uUmVzcG9uc2USCgoCaWQYASABKAkSDQoFbW9kZWwYAiABKAkSDwoHY3JlYXRlZBgDIAEoAxITCgdjb250ZW50GAQgASgJQgIYARI9Cg1maW5pc2hfcmVhc29uGAUgASgOMiIuc2x1aWNlLmNvbXBsZXRpb24udjEuRmluaXNoUmVhc29uQgIYARIqCgV1c2FnZRgGIAEoCzIbLnNsdWljZS5jb21wbGV0aW9uLnYxLlVzYWdlEi8KCnRvb2xfY2FsbHMYByADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgIYARItCghsb2dwcm9icxgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCAhgBEi0KB2Nob2ljZXMYCSADKAsyHC5zbHVpY2UuY29tcGxldGlvbi52MS5DaG9pY2UiuwEKBkNob2ljZRINCgVpbmRleBgBIAEoDRIPCgdjb250ZW50GAIgASgJEjkKDWZpbmlzaF9yZWFzb24YAyABKA4yIi5zbHVpY2UuY29tcGxldGlvbi52MS5GaW5pc2hSZWFzb24SKwoKdG9vbF9jYWxscxgEIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKQoIbG9ncHJvYnMYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ik8KG1N0cmVhbUNoYXRDb21wbGV0aW9uUmVxdWVzdBIwCgZwYXJhbXMYASABKAsyIC5zbHVpY2UuY29tcGxldGlvbi52MS5DaGF0UGFyYW1zIrMCChxTdHJlYW1DaGF0Q29tcGxldGlvblJlc3BvbnNlEgoKAmlkGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2NyZWF0ZWQYAyABKAMSDwoFZGVsdGEYBCABKAlIABI7Cg1maW5pc2hfcmVhc29uGAUgASgOMiIuc2x1aWNlLmNvbXBsZXRpb24udjEuRmluaXNoUmVhc29uSAASLAoFdXNhZ2UYBiABKAsyGy5zbHVpY2UuY29tcGxldGlvbi52MS5Vc2FnZUgAEjAKCnRvb2xfY2FsbHMYByABKAsyGi5nb29nbGUucHJvdG9idWYuTGlzdFZhbHVlSAASFAoMY2hvaWNlX2luZGV4GAggASgNEhEKBGxhc3QYCSABKAhIAYgBAUIHCgVldmVudEIHCgVfbGFzdCqfAQoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBACEhwKGEZJTklTSF9SRUFTT05fVE9PTF9DQUxMUxADEiAKHEZJTklTSF9SRUFTT05fQ09OVEVOVF9GSUxURVIQBDL0AgoRQ29tcGxldGlvblNlcnZpY2USfQoUQ3JlYXRlQ2hhdENvbXBsZXRpb24SMS5zbHVpY2UuY29tcGxldGlvbi52MS5DcmVhdGVDaGF0Q29tcGxldGlvblJlcXVlc3QaMi5zbHVpY2UuY29tcGxldGlvbi52MS5DcmVhdGVDaGF0Q29tcGxldGlvblJlc3BvbnNlEn8KFFN0cmVhbUNoYXRDb21wbGV0aW9uEjEuc2x1aWNlLmNvbXBsZXRpb24udjEuU3RyZWFtQ2hhdENvbXBsZXRpb25SZXF1ZXN0GjIuc2x1aWNlLmNvbXBsZXRpb24udjEuU3RyZWFtQ2hhdENvbXBsZXRpb25SZXNwb25zZTABEl8KCkxpc3RNb2RlbHMSJy5zbHVpY2UuY29tcGxldGlvbi52MS5MaXN0TW9kZWxzUmVxdWVzdBooLnNsdWljZS5jb21wbGV0aW9uLnYxLkxpc3RNb2RlbHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * ListModelsRequest carries nothing: every caller sees every model.
@@ -288,6 +288,14 @@ export type Usage = Message<"sluice.completion.v1.Usage"> & {
    * @generated from field: int64 total_tokens = 3;
    */
   totalTokens: bigint;
+
+  /**
+   * What the call was billed, in micro-dollars (DESIGN: Money): 0 until it is settled. HTTP
+   * callers do not see it (SPEC's usage object has no cost); the edge logs it.
+   *
+   * @generated from field: int64 cost_usd_micros = 4;
+   */
+  costUsdMicros: bigint;
 };
 
 /**
@@ -319,7 +327,7 @@ export const CreateChatCompletionRequestSchema: GenMessage<CreateChatCompletionR
   messageDesc(file_sluice_completion_v1_completion_service, 6);
 
 /**
- * CreateChatCompletionResponse is the whole answer.
+ * CreateChatCompletionResponse is the whole answer. Read the answer from `choices`.
  *
  * @generated from message sluice.completion.v1.CreateChatCompletionResponse
  */
@@ -346,42 +354,48 @@ export type CreateChatCompletionResponse = Message<"sluice.completion.v1.CreateC
   created: bigint;
 
   /**
-   * The generated text.
+   * Deprecated: read choices[0].content. Fields 4, 5, 7 and 8 predate `choices` and repeat
+   * choice 0; the core still fills them so that clients built before `choices` keep working,
+   * and they stay on the wire (same numbers and names) until no such client is left.
    *
-   * @generated from field: string content = 4;
+   * @generated from field: string content = 4 [deprecated = true];
+   * @deprecated
    */
   content: string;
 
   /**
-   * Why the answer ended.
+   * Deprecated: read choices[0].finish_reason.
    *
-   * @generated from field: sluice.completion.v1.FinishReason finish_reason = 5;
+   * @generated from field: sluice.completion.v1.FinishReason finish_reason = 5 [deprecated = true];
+   * @deprecated
    */
   finishReason: FinishReason;
 
   /**
-   * The tokens counted and billed.
+   * The tokens counted and billed, over every choice.
    *
    * @generated from field: sluice.completion.v1.Usage usage = 6;
    */
   usage?: Usage | undefined;
 
   /**
-   * The tool calls of the answer, in the OpenAI JSON shape.
+   * Deprecated: read choices[0].tool_calls.
    *
-   * @generated from field: repeated google.protobuf.Struct tool_calls = 7;
+   * @generated from field: repeated google.protobuf.Struct tool_calls = 7 [deprecated = true];
+   * @deprecated
    */
   toolCalls: JsonObject[];
 
   /**
-   * The log probabilities of the answer, in the OpenAI JSON shape, when asked for.
+   * Deprecated: read choices[0].logprobs.
    *
-   * @generated from field: google.protobuf.Struct logprobs = 8;
+   * @generated from field: google.protobuf.Struct logprobs = 8 [deprecated = true];
+   * @deprecated
    */
   logprobs?: JsonObject | undefined;
 
   /**
-   * Every choice, by index; content, finish_reason, tool_calls and logprobs above repeat choice 0.
+   * Every choice, by index: the answer.
    *
    * @generated from field: repeated sluice.completion.v1.Choice choices = 9;
    */

@@ -1,4 +1,5 @@
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import type { Tracer } from "@opentelemetry/api";
 import { Health } from "../../gen/grpc/health/v1/health_pb.ts";
 import { AdminService } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { BillingService } from "../../gen/sluice/billing/v1/billing_service_pb.ts";
@@ -25,6 +26,8 @@ export interface CoreDeps {
   tokenizer: Tokenizer;
   logger: Logger;
   metrics?: Metrics;
+  /** Set when tracing is on (`OTEL_EXPORTER_OTLP_ENDPOINT`): RPCs and engine calls become spans. */
+  tracer?: Tracer;
   now: () => number;
   reservationTtlMs: number;
   adminToken: string | undefined;
@@ -89,7 +92,11 @@ export function createCore(deps: CoreDeps): Core {
     registerReflection(router, [CompletionService, IdentityService, BillingService, AdminService, Health]);
   };
   const interceptors: Interceptor[] = [
-    createRequestContextInterceptor({ logger: deps.logger, ...(deps.metrics && { metrics: deps.metrics }) }),
+    createRequestContextInterceptor({
+      logger: deps.logger,
+      ...(deps.metrics && { metrics: deps.metrics }),
+      ...(deps.tracer && { tracer: deps.tracer }),
+    }),
     createAdminAuthInterceptor({ adminToken: deps.adminToken, service: AdminService.typeName }),
     createCallerAuthInterceptor({
       store: deps.store,
@@ -105,6 +112,6 @@ export function createCore(deps: CoreDeps): Core {
     calls,
     keyed: KEYED,
     checkKey: (authorization) => checkApiKey(deps.store, authorization),
-    chargeRateLimit: (key) => deps.store.admit(key, deps.now()),
+    chargeRateLimit: (key) => deps.store.chargeRateLimit({ key, nowMs: deps.now() }),
   };
 }
