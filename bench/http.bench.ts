@@ -132,7 +132,8 @@ try {
   );
   for (const r of results) {
     console.log(
-      `| ${r.store} | ${r.name} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} | ${r.redisCommandsPerCall?.toFixed(2) ?? "-"} |`,
+      `| ${r.store} | ${r.name} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} | ` +
+        `${r.redisCommandsPerCall?.toFixed(2) ?? "-"} |`,
     );
   }
   const pair = (name: string) => {
@@ -141,7 +142,8 @@ try {
     return m && x ? (x.rps / m.rps).toFixed(2) : "n/a";
   };
   console.log(
-    `\nRedis / memory req/s: chat JSON ${pair("HTTP chat, JSON")}, chat SSE ${pair("HTTP chat, SSE")}, /v1/me ${pair("HTTP GET /v1/me (edge -> core)")}`,
+    `\nRedis / memory req/s: chat JSON ${pair("HTTP chat, JSON")}, chat SSE ${pair("HTTP chat, SSE")}, ` +
+      `/v1/me ${pair("HTTP GET /v1/me (edge -> core)")}`,
   );
 } finally {
   await redisServer.close();

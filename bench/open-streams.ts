@@ -83,10 +83,12 @@ export async function measureOpenStreams(opts: {
     const attempted = Math.min(opts.requested, fit);
     const capReason =
       attempted < opts.requested
-        ? `Sluice's open-file limit is ${limit} (hard limit; this container cannot raise it) and each stream holds 2 sockets (caller + upstream), so at most ${fit} fit`
+        ? `Sluice's open-file limit is ${limit} (hard limit; this container cannot raise it) and each stream holds ` +
+          `2 sockets (caller + upstream), so at most ${fit} fit`
         : null;
     progress(
-      `open streams: idle RSS ${(idleKiB / MIB).toFixed(1)} MiB, opening ${attempted} streams${capReason ? ` (capped: ${capReason})` : ""}`,
+      `open streams: idle RSS ${(idleKiB / MIB).toFixed(1)} MiB, ` +
+        `opening ${attempted} streams${capReason ? ` (capped: ${capReason})` : ""}`,
     );
 
     const body = JSON.stringify({

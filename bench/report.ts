@@ -130,7 +130,8 @@ export function checkTargets(load: readonly LoadRow[], openStreams: SuiteResults
       target: "RSS with 10,000 open streams (Sluice, memory)",
       measured: exact
         ? `${mib.toFixed(1)} MiB`
-        : `${mib.toFixed(1)} MiB projected from ${openStreams.open} open (${openStreams.openRssMiB.toFixed(1)} MiB measured)`,
+        : `${mib.toFixed(1)} MiB projected from ${openStreams.open} open ` +
+          `(${openStreams.openRssMiB.toFixed(1)} MiB measured)`,
       limit: "<= 512 MiB",
       pass: mib <= 512,
     });
@@ -153,15 +154,25 @@ export function renderMarkdown(r: SuiteResults): string {
   const m = r.machine;
   out.push(`# Sluice benchmark, ${r.date}`, "");
   out.push(
-    `\`${r.command}\` on ${m.cpus} × ${m.cpuModel}, Node ${m.node}, ${m.platform}, commit ${m.commit}${m.dirty ? " (with uncommitted changes)" : ""}; ${r.durationSeconds.toFixed(0)} s in all.`,
+    `\`${r.command}\` on ${m.cpus} × ${m.cpuModel}, Node ${m.node}, ${m.platform}, ` +
+      `commit ${m.commit}${m.dirty ? " (with uncommitted changes)" : ""}; ${r.durationSeconds.toFixed(0)} s in all.`,
   );
   out.push(
-    `Each window: ${r.options.warmupSeconds} s warm-up, then ${r.options.seconds} s measured with autocannon (keep-alive connections, one request in flight each); each server process first gets ${r.options.processWarmupSeconds} s of JSON and of SSE load at c=32. Fake upstream: 16 content chunks + usage, no delay. Sluice: auth, rate limit, reservation, settle and usage record on, default logging. Ratios are to the floor proxy of the same mode and concurrency in this run (the floor is measured before the Sluice scenarios and after each, and averaged). req/s and the quantiles count only complete answers (SSE: read to \`[DONE]\` with no error event); "errors" are connection errors, timeouts and 2xx answers that were not complete.`,
+    `Each window: ${r.options.warmupSeconds} s warm-up, then ${r.options.seconds} s measured with autocannon ` +
+      "(keep-alive connections, one request in flight each); " +
+      `each server process first gets ${r.options.processWarmupSeconds} s of JSON and of SSE load at c=32. ` +
+      "Fake upstream: 16 content chunks + usage, no delay. " +
+      "Sluice: auth, rate limit, reservation, settle and usage record on, default logging. " +
+      "Ratios are to the floor proxy of the same mode and concurrency in this run " +
+      "(the floor is measured before the Sluice scenarios and after each, and averaged). " +
+      "req/s and the quantiles count only complete answers (SSE: read to `[DONE]` with no error event); " +
+      '"errors" are connection errors, timeouts and 2xx answers that were not complete.',
     "",
   );
   out.push("## Throughput and latency", "");
   out.push(
-    "| target | mode | c | req/s | p50 ms | p99 ms | errors | non-2xx | × floor req/s | added p50 ms | Redis cmds/call | log B/call |",
+    "| target | mode | c | req/s | p50 ms | p99 ms | errors | non-2xx | × floor req/s | added p50 ms " +
+      "| Redis cmds/call | log B/call |",
   );
   out.push("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const row of r.load) {
@@ -170,7 +181,9 @@ export function renderMarkdown(r: SuiteResults): string {
     const ratio = f && row.target !== FLOOR ? fixed(x.rps / f.figures.rps, 2) : "-";
     const added = f && row.target !== FLOOR && row.connections === 1 ? fixed(x.p50 - f.figures.p50, 3) : "-";
     out.push(
-      `| ${row.target} | ${row.mode} | ${row.connections} | ${fixed(x.rps, 0)} | ${fixed(x.p50, 3)} | ${fixed(x.p99, 3)} | ${x.errors + x.badBodies} | ${x.non2xx} | ${ratio} | ${added} | ${fixed(row.redisCommandsPerCall, 2)} | ${fixed(row.logBytesPerCall, 0)} |`,
+      `| ${row.target} | ${row.mode} | ${row.connections} | ${fixed(x.rps, 0)} | ${fixed(x.p50, 3)} ` +
+        `| ${fixed(x.p99, 3)} | ${x.errors + x.badBodies} | ${x.non2xx} | ${ratio} | ${added} ` +
+        `| ${fixed(row.redisCommandsPerCall, 2)} | ${fixed(row.logBytesPerCall, 0)} |`,
     );
   }
   out.push("", "## Targets", "", "| target | measured | limit | result |", "|---|---|---|---|");
@@ -182,11 +195,14 @@ export function renderMarkdown(r: SuiteResults): string {
   else if (hasError(s)) out.push(`Failed: ${s.error}`);
   else {
     out.push(
-      "| streams requested | attempted | open at reading | failed | idle RSS MiB | RSS open MiB | peak RSS MiB | KiB per stream | Sluice fds | time to open s |",
+      "| streams requested | attempted | open at reading | failed | idle RSS MiB | RSS open MiB | peak RSS MiB " +
+        "| KiB per stream | Sluice fds | time to open s |",
       "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     );
     out.push(
-      `| ${s.requested} | ${s.attempted} | ${s.open} | ${s.failed} | ${fixed(s.idleRssMiB, 1)} | ${fixed(s.openRssMiB, 1)} | ${fixed(s.peakRssMiB, 1)} | ${fixed(s.kibPerStream, 1)} | ${s.sluiceFds} | ${fixed(s.openSeconds, 1)} |`,
+      `| ${s.requested} | ${s.attempted} | ${s.open} | ${s.failed} | ${fixed(s.idleRssMiB, 1)} ` +
+        `| ${fixed(s.openRssMiB, 1)} | ${fixed(s.peakRssMiB, 1)} | ${fixed(s.kibPerStream, 1)} ` +
+        `| ${s.sluiceFds} | ${fixed(s.openSeconds, 1)} |`,
     );
     if (s.capReason !== null)
       out.push(
@@ -207,11 +223,13 @@ export function renderMarkdown(r: SuiteResults): string {
     );
     for (const x of e.engine)
       out.push(
-        `| ${x.scenario} | ${x.inputTokens} | ${x.outputTokens} | ${x.finish} | ${fixed(x.medianMs, 2)} | ${fixed(x.p95Ms, 2)} | ${fixed(x.maxMs, 2)} |`,
+        `| ${x.scenario} | ${x.inputTokens} | ${x.outputTokens} | ${x.finish} | ${fixed(x.medianMs, 2)} ` +
+          `| ${fixed(x.p95Ms, 2)} | ${fixed(x.maxMs, 2)} |`,
       );
     out.push(
       "",
-      `The engine alone, in-process. The greedy call end to end through Sluice (memory store, JSON, same input): median ${fixed(e.throughSluiceMedianMs ?? undefined, 2)} ms (${e.throughSluiceStatus ?? "not run"}).`,
+      "The engine alone, in-process. The greedy call end to end through Sluice (memory store, JSON, same input): " +
+        `median ${fixed(e.throughSluiceMedianMs ?? undefined, 2)} ms (${e.throughSluiceStatus ?? "not run"}).`,
     );
   }
 
@@ -230,11 +248,10 @@ export function renderMarkdown(r: SuiteResults): string {
     for (const [name, x] of rows) {
       if (x === null) continue;
       out.push(
-        `| ${name} | ${x.runs} | ${fixed(x.medianMs, 2)} | ${fixed(x.minMs, 2)} | ${fixed(x.maxMs, 2)} | ${Object.entries(
-          x.outcomes,
-        )
-          .map(([k, v]) => `${k} ×${v}`)
-          .join(", ")} |`,
+        `| ${name} | ${x.runs} | ${fixed(x.medianMs, 2)} | ${fixed(x.minMs, 2)} | ${fixed(x.maxMs, 2)} ` +
+          `| ${Object.entries(x.outcomes)
+            .map(([k, v]) => `${k} ×${v}`)
+            .join(", ")} |`,
       );
     }
   }

@@ -54,7 +54,8 @@ const options = {
 };
 
 progress(
-  `Sluice benchmark suite: ${options.seconds} s windows after ${options.warmupSeconds} s warm-ups, c = ${options.connections.join(" and ")}, ${options.streams} open streams`,
+  `Sluice benchmark suite: ${options.seconds} s windows after ${options.warmupSeconds} s warm-ups, ` +
+    `c = ${options.connections.join(" and ")}, ${options.streams} open streams`,
 );
 const results = await runSuite(options);
 const markdown = renderMarkdown(results);

@@ -106,7 +106,8 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResults> {
   const warmProcess = async (name: string, url: string, authorization: string) => {
     if (options.processWarmupSeconds <= 0) return;
     progress(
-      `${name}: warming the new process up (${options.processWarmupSeconds} s JSON + ${options.processWarmupSeconds} s SSE at c=32)`,
+      `${name}: warming the new process up ` +
+        `(${options.processWarmupSeconds} s JSON + ${options.processWarmupSeconds} s SSE at c=32)`,
     );
     for (const mode of MODES) await load(targetOf(url, authorization, mode), 32, options.processWarmupSeconds);
   };
@@ -135,8 +136,14 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResults> {
           row.logBytesPerCall = (sluice.logBytes() - (logBefore ?? 0)) / figures.completed;
         }
         const bad = figures.errors + figures.non2xx + figures.badBodies;
+        const problems =
+          bad > 0
+            ? `, ${figures.errors} errors, ${figures.badBodies} bad bodies, ` +
+              `${figures.non2xx} non-2xx ${JSON.stringify(figures.statusCodes)}`
+            : "";
         progress(
-          `  ${figures.rps.toFixed(0)} req/s, p50 ${figures.p50.toFixed(3)} ms, p99 ${figures.p99.toFixed(3)} ms${bad > 0 ? `, ${figures.errors} errors, ${figures.badBodies} bad bodies, ${figures.non2xx} non-2xx ${JSON.stringify(figures.statusCodes)}` : ""}`,
+          `  ${figures.rps.toFixed(0)} req/s, p50 ${figures.p50.toFixed(3)} ms, ` +
+            `p99 ${figures.p99.toFixed(3)} ms${problems}`,
         );
         rows.push(row);
       }
@@ -235,8 +242,15 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResults> {
           else if (sluice.processes > 1) label = `${plan.target} (${sluice.processes} processes)`;
           else if (sluice.workerLogLines.length > 0) label = `${plan.target} (1 process; its log mentions workers)`;
           else label = `${plan.target} (workers not implemented: ran 1 process)`;
+          const redisNote =
+            sluice.processes > 1 ? " (Redis commands per call not shown: /metrics answers from one process only)" : "";
+          const logNote =
+            sluice.workerLogLines.length > 0
+              ? `; log lines about workers: ${sluice.workerLogLines.map((l) => l.slice(0, 160)).join(" / ")}`
+              : "; no log line mentions workers";
           notes.push(
-            `SLUICE_WORKERS=${plan.workers}: Sluice's process tree had ${sluice.processes} process(es) after start-up${sluice.processes > 1 ? " (Redis commands per call not shown: /metrics answers from one process only)" : ""}${sluice.workerLogLines.length > 0 ? `; log lines about workers: ${sluice.workerLogLines.map((l) => l.slice(0, 160)).join(" / ")}` : "; no log line mentions workers"}.`,
+            `SLUICE_WORKERS=${plan.workers}: Sluice's process tree had ${sluice.processes} process(es) after start-up` +
+              `${redisNote}${logNote}.`,
           );
         }
         scenarios.push({ target: plan.target, processes: sluice.processes, label });
@@ -288,7 +302,8 @@ export async function runSuite(options: SuiteOptions): Promise<SuiteResults> {
   const errors = load_.reduce((n, r) => n + r.figures.errors + r.figures.non2xx + r.figures.badBodies, 0);
   if (errors > 0)
     notes.push(
-      `${errors} errors, incomplete answers or non-2xx answers in the load windows (see the table; status codes in the JSON).`,
+      `${errors} errors, incomplete answers or non-2xx answers in the load windows ` +
+        "(see the table; status codes in the JSON).",
     );
   const cpu = cpus();
   return {
@@ -357,7 +372,10 @@ function floorSpread(runs: LoadRow[][]): string {
     const rates = runs.map((run) => run[i]?.figures.rps ?? Number.NaN).map((x) => x.toFixed(0));
     return `${r.mode} c=${r.connections}: ${rates.join(", ")} req/s`;
   });
-  return `The floor was measured ${runs.length} times (before the Sluice scenarios and after each); the table shows the mean. Runs: ${parts.join("; ")}.`;
+  return (
+    `The floor was measured ${runs.length} times (before the Sluice scenarios and after each); ` +
+    `the table shows the mean. Runs: ${parts.join("; ")}.`
+  );
 }
 
 /** The extractive model's greedy call on the 32K-token input, end to end through Sluice. */

@@ -120,7 +120,8 @@ try {
   console.log("| upstream | response | path | req/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|---|");
   for (const [upstream, kind, path, r] of rows)
     console.log(
-      `| ${upstream} | ${kind} | ${path} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} |`,
+      `| ${upstream} | ${kind} | ${path} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} ` +
+        `| ${r.errors} |`,
     );
   for (const upstream of Object.keys(upstreams)) {
     for (const kind of ["JSON", "SSE"]) {
@@ -128,7 +129,8 @@ try {
       const t = rows.find((r) => r[0] === upstream && r[1] === kind && r[2] === "through Sluice")?.[3];
       if (d && t)
         console.log(
-          `${upstream} ${kind}: through/direct req/s ${(t.rps / d.rps).toFixed(2)}, p50 latency added ${(t.p50 - d.p50).toFixed(2)} ms`,
+          `${upstream} ${kind}: through/direct req/s ${(t.rps / d.rps).toFixed(2)}, ` +
+            `p50 latency added ${(t.p50 - d.p50).toFixed(2)} ms`,
         );
     }
   }

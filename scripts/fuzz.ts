@@ -80,7 +80,9 @@ function progress(stats: FuzzStats, total: number, started: number): () => void 
     const width = 30;
     const filled = Math.round((done / total) * width);
     const eta = rate > 0 ? Math.round((total - done) / rate) : 0;
-    const line = `[${"#".repeat(filled)}${".".repeat(width - filled)}] ${done}/${total} ${((done / total) * 100).toFixed(1)}% ${rate.toFixed(0)}/s eta ${eta}s failures ${stats.failures.length}`;
+    const line =
+      `[${"#".repeat(filled)}${".".repeat(width - filled)}] ${done}/${total} ${((done / total) * 100).toFixed(1)}% ` +
+      `${rate.toFixed(0)}/s eta ${eta}s failures ${stats.failures.length}`;
     process.stderr.write(tty ? `\r${line}\u001b[K` : `${line}\n`);
   };
 }
@@ -108,7 +110,9 @@ try {
 const seconds = (Date.now() - started) / 1000;
 
 console.log(
-  `\n${stats.done} cases in ${seconds.toFixed(1)} s (${(stats.done / seconds).toFixed(0)} cases/s), seed ${seed}, ${stats.failures.length} failures; /healthz at the end: ${aliveAtEnd}; process problems: ${guard.problems.length}`,
+  `\n${stats.done} cases in ${seconds.toFixed(1)} s (${(stats.done / seconds).toFixed(0)} cases/s), seed ${seed}, ` +
+    `${stats.failures.length} failures; /healthz at the end: ${aliveAtEnd}; ` +
+    `process problems: ${guard.problems.length}`,
 );
 console.log("\ncases by kind (count, mean ms)");
 for (const [k, n] of [...stats.byKind].sort((a, b) => b[1] - a[1]))
@@ -126,7 +130,8 @@ if (groups.size > 0) {
   console.log("\nfailures, grouped (count, first case):");
   for (const [key, g] of groups)
     console.log(
-      `\n  ${g.count} × ${key}\n    case #${g.first.index}: ${g.first.description.slice(0, 1500)}\n    ${g.first.message.split("\n").join("\n    ")}`,
+      `\n  ${g.count} × ${key}\n    case #${g.first.index}: ${g.first.description.slice(0, 1500)}\n    ` +
+        g.first.message.split("\n").join("\n    "),
     );
 }
 for (const p of guard.problems) console.log(`\nprocess problem: ${p}`);

@@ -62,7 +62,8 @@ async function settledLedger(
 async function soak(args: SoakArgs): Promise<number> {
   const rng = createRng(args.seed);
   log(
-    `seed ${args.seed}; ${args.durationMs / 1000} s of traffic, ${args.concurrency} calls in flight; starting Redis, 2 upstreams, 4 Sluice processes`,
+    `seed ${args.seed}; ${args.durationMs / 1000} s of traffic, ${args.concurrency} calls in flight; ` +
+      "starting Redis, 2 upstreams, 4 Sluice processes",
   );
   const c = await startCluster(args.seed);
   cluster = c;
@@ -116,7 +117,8 @@ async function soak(args: SoakArgs): Promise<number> {
   log(progressLine(trafficMs, args.durationMs, byOutcome, inFlight.n, injector.injected));
   await injector.heal();
   log(
-    `traffic over; waiting ${(RESERVATION_TTL_MS + 2_000) / 1000} s (past the reservation TTL) before reading the ledger`,
+    `traffic over; waiting ${(RESERVATION_TTL_MS + 2_000) / 1000} s (past the reservation TTL) ` +
+      "before reading the ledger",
   );
   await sleep(RESERVATION_TTL_MS + 2_000);
   const { figures, breaches } = await settledLedger(admin, c, accounts, calls);

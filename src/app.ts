@@ -157,7 +157,8 @@ async function checkCoreCompatible(transport: Transport, coreUrl: string, logger
     const e = ConnectError.from(err);
     if (e.code === Code.Unimplemented) {
       throw new ConfigError(
-        `CORE_URL: the core at ${coreUrl} does not serve sluice.identity.v1.IdentityService/CheckApiKey; upgrade it before this edge`,
+        `CORE_URL: the core at ${coreUrl} does not serve sluice.identity.v1.IdentityService/CheckApiKey; ` +
+          "upgrade it before this edge",
       );
     }
     if (e.code !== Code.Unauthenticated) logger.warn("core not reachable at start", { coreUrl, code: Code[e.code] });

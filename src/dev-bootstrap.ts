@@ -90,7 +90,8 @@ export function devBanner(
     `  core         ${coreUrl} (gRPC, Connect and gRPC-Web; the Admin API lives here)`,
     "",
     "Try it:",
-    `  curl -s ${edgeUrl}/v1/chat/completions -H 'Authorization: Bearer ${creds.apiKey}' -H 'Content-Type: application/json' -d '{"messages":[{"role":"user","content":"What is Sluice?"}]}'`,
+    `  curl -s ${edgeUrl}/v1/chat/completions -H 'Authorization: Bearer ${creds.apiKey}' ` +
+      `-H 'Content-Type: application/json' -d '{"messages":[{"role":"user","content":"What is Sluice?"}]}'`,
     "",
     "Then, for the README tour (curl, the openai SDK, npm run admin), paste into your shell:",
     `  export OPENAI_BASE_URL=${edgeUrl}/v1 OPENAI_API_KEY=${creds.apiKey} SLUICE_ADMIN_TOKEN=${adminToken}`,

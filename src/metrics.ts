@@ -3,8 +3,6 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 /** What one finished chat call reports: the GenAI metrics and the spend, by model. */
 export interface ChatObservation {
   model: string;
-  /** "stream" or "unary". */
-  mode: string;
   /** The catalogue reason of a failed call (OpenTelemetry's `error.type`); undefined when it succeeded. */
   errorType?: string;
   seconds: number;
@@ -42,7 +40,10 @@ export interface Metrics {
   chat(o: ChatObservation): void;
   /** A call refused by its key's rate limit. */
   rateLimited(): void;
-  /** One reservation step: a call admitted with a hold or refused at the cap, a hold extended, a stream cut at the cap, a hold settled or released. */
+  /**
+   * One reservation step: a call admitted with a hold or refused at the cap, a hold extended, a stream cut at the cap,
+   * a hold settled or released.
+   */
   reservation(outcome: ReservationOutcome): void;
   /** A stream opened (+1) or ended (-1); `role` is "edge" (SSE responses) or "core" (streaming RPCs). */
   streams(role: "edge" | "core", delta: 1 | -1): void;
@@ -150,7 +151,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   });
   const reservations = new Counter({
     name: "sluice_reservations_total",
-    help: "Reservation steps, by outcome: admitted, refused (spend cap), extended, cut (a stream at the cap), settled, released.",
+    help:
+      "Reservation steps, by outcome: admitted, refused (spend cap), extended, cut (a stream at the cap), " +
+      "settled, released.",
     labelNames: ["outcome"],
     registers,
   });
@@ -201,21 +204,26 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   const rpcOf = children((name, code) => rpc.labels(name, code));
   const reservationOf = children((outcome) => reservations.labels(outcome));
   const streamsOf = children((role) => streams.labels(role));
+  const genaiDurationOf = children((model, errorType) => genaiDuration.labels("chat", model, errorType));
+  const ttftOf = children((model) => ttft.labels("chat", model));
+  const tokenUsageOf = children((model, type) => tokenUsage.labels("chat", model, type));
+  const tokensOf = children((model, type) => tokens.labels(model, type));
+  const spendOf = children((model) => spend.labels(model));
   return {
     registry,
     contentType: registry.contentType,
     http: (route, method, status, code, seconds) => httpOf(route, method, String(status), code).observe(seconds),
     rpc: (name, code, seconds) => rpcOf(name, code).observe(seconds),
     chat(o) {
-      genaiDuration.labels("chat", o.model, o.errorType ?? "").observe(o.seconds);
-      if (o.ttftSeconds !== undefined) ttft.labels("chat", o.model).observe(o.ttftSeconds);
+      genaiDurationOf(o.model, o.errorType ?? "").observe(o.seconds);
+      if (o.ttftSeconds !== undefined) ttftOf(o.model).observe(o.ttftSeconds);
       if (o.inputTokens > 0 || o.outputTokens > 0) {
-        tokenUsage.labels("chat", o.model, "input").observe(o.inputTokens);
-        tokenUsage.labels("chat", o.model, "output").observe(o.outputTokens);
-        tokens.labels(o.model, "input").inc(o.inputTokens);
-        tokens.labels(o.model, "output").inc(o.outputTokens);
+        tokenUsageOf(o.model, "input").observe(o.inputTokens);
+        tokenUsageOf(o.model, "output").observe(o.outputTokens);
+        tokensOf(o.model, "input").inc(o.inputTokens);
+        tokensOf(o.model, "output").inc(o.outputTokens);
       }
-      if (o.costUsdMicros > 0) spend.labels(o.model).inc(o.costUsdMicros);
+      if (o.costUsdMicros > 0) spendOf(o.model).inc(o.costUsdMicros);
     },
     rateLimited: () => rateLimited.inc(),
     reservation: (outcome) => reservationOf(outcome).inc(),

@@ -17,7 +17,10 @@ const SYSTEM = Array.from(
 ).join(" ");
 const CALLS = 200;
 
-/** Sends a whole request on a raw socket, cuts the connection `cutMs` after it was sent; resolves with what came back. */
+/**
+ * Sends a whole request on a raw socket, cuts the connection `cutMs` after it was sent; resolves with what came
+ * back.
+ */
 function sendAndCut(edgeUrl: string, request: string, cutMs: number): Promise<string> {
   const url = new URL(edgeUrl);
   return new Promise((resolve) => {

@@ -125,7 +125,7 @@ describe("calls in flight per process (issue 7, defect 6)", () => {
     await app?.close();
   });
 
-  it("refuses a third call with 503 and Retry-After while two are in flight, and serves again once they end", async () => {
+  it("refuses a third call with 503 and Retry-After while two are in flight; serves again once they end", async () => {
     const first: Array<Promise<Reply>> = [
       postChat(app, apiKey, chatBody("gated", true)),
       postChat(app, apiKey, chatBody("gated", true)),

@@ -111,13 +111,15 @@ describe("four Sluice processes sharing one Redis", () => {
     const records = await usageRecordsOf(admin, accountId);
     const partial = BigInt((await raw?.get(`sluice:{a:${accountId}}:p:${period}:partial`)) ?? "0");
     const recordSum = records.reduce((sum, r) => sum + r.costUsdMicros, 0n);
+    // biome-ignore lint/complexity/useMathMinMax: the samples are bigints, which Math.max refuses.
+    const maxSample = samples.reduce((m, s) => (s > m ? s : m), 0n);
     console.log(
       `[multi-process billing] ${CALLS} calls over ${PROCESSES} processes in ${seconds.toFixed(1)} s ` +
         `(${(CALLS / seconds).toFixed(0)} req/s): ${json.length} JSON + ${done.length} SSE completed, ` +
         `${aborted.length} SSE spend-cap aborts, ${refused.length} x 402, ${other.length} other; ` +
-        `cap ${CAP}, spent ${balance.spent} (records ${recordSum} + partial ${partial}), reserved ${balance.reserved}, ` +
-        // biome-ignore lint/complexity/useMathMinMax: the samples are bigints, which Math.max refuses.
-        `${records.length} records, ${samples.length} balance samples (max ${samples.reduce((m, s) => (s > m ? s : m), 0n)}, ${failedSamples.length} failed)`,
+        `cap ${CAP}, spent ${balance.spent} (records ${recordSum} + partial ${partial}), ` +
+        `reserved ${balance.reserved}, ${records.length} records, ` +
+        `${samples.length} balance samples (max ${maxSample}, ${failedSamples.length} failed)`,
     );
     if (failedSamples.length > 0) console.log("[multi-process billing] failed balance samples:", failedSamples[0]);
     if (other.length > 0)
@@ -216,8 +218,9 @@ describe("four Sluice processes sharing one Redis", () => {
     const denied = settled.filter((r) => r.status === 429);
     console.log(
       `[multi-process rate limit] ${settled.length} requests in ${elapsed.toFixed(2)} s ` +
-        `(${(settled.length / elapsed).toFixed(1)} req/s offered over ${PROCESSES} edges): ${allowed.length} allowed, ` +
-        `${denied.length} denied; limit ${RPS}/s burst ${BURST} -> expected about ${(BURST + RPS * elapsed).toFixed(1)}`,
+        `(${(settled.length / elapsed).toFixed(1)} req/s offered over ${PROCESSES} edges): ` +
+        `${allowed.length} allowed, ${denied.length} denied; ` +
+        `limit ${RPS}/s burst ${BURST} -> expected about ${(BURST + RPS * elapsed).toFixed(1)}`,
     );
 
     expect(allowed.length + denied.length).toBe(settled.length);

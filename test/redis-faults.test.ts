@@ -143,7 +143,7 @@ describe("Redis outage and recovery: one app, an AOF redis-server of its own", (
     await redis?.close();
   });
 
-  it("while Redis is down, /v1/me and chat calls get a structured 503 with Retry-After in under 1 s; /healthz 200, /readyz 503", async () => {
+  it("Redis down: chat and /v1/me get a structured 503 + Retry-After in < 1 s; /healthz 200, /readyz 503", async () => {
     const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });
     // A first call puts the key in the app's cache: the outage is then met past authentication too.
     expect((await get(app, "/v1/me", apiKey)).status).toBe(200);
@@ -193,7 +193,7 @@ describe("Redis outage and recovery: one app, an AOF redis-server of its own", (
     expect(await usageRecordsOf(app, accountId)).toHaveLength(0);
   });
 
-  it("when Redis comes back with no scripts loaded, the same app recovers: /readyz 200, then a chat call succeeds and is billed", async () => {
+  it("Redis back with no scripts loaded: the same app recovers; /readyz 200, then a chat call is billed", async () => {
     // Made before the outage: AOF keeps it across the restart.
     const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });
     expect((await get(app, "/v1/me", apiKey)).status).toBe(200);
@@ -237,7 +237,7 @@ describe("Redis outage and recovery: one app, an AOF redis-server of its own", (
     expect((await get(app, "/v1/me", apiKey)).status).toBe(200);
   });
 
-  it("a stream in flight when Redis dies ends with the internal-error event and [DONE], and is not charged", async () => {
+  it("a stream in flight when Redis dies ends with the internal-error event and [DONE], uncharged", async () => {
     const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });
     const stream = await startStream(app.edgeUrl, apiKey);
     await stream.until((text) => contentDeltas(text).length >= 3, 10_000);
@@ -294,7 +294,7 @@ describe("a process killed mid-call: its reservation expires (child process on a
     await redis?.close();
   });
 
-  it("the hold stays (blocking the account) until its TTL, then expires uncharged and the account can call again", async () => {
+  it("the hold blocks the account until its TTL, then expires uncharged and the account can call again", async () => {
     const { apiKey, accountId } = await app.newAccount({ capUsdMicros: CAP, rps: 1000, burst: 1000 });
     child = await spawnSlowSluice({
       REDIS_URL: redis.url,

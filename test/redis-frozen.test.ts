@@ -45,7 +45,7 @@ describe("a frozen Redis (SIGSTOP)", () => {
     await redis?.close();
   });
 
-  it("answers chat calls, /v1/me and /readyz with 503 and Retry-After within 1 s; holds taken meanwhile are released after the thaw", async () => {
+  it("chat, /v1/me, /readyz: 503 + Retry-After within 1 s; holds taken meanwhile released after the thaw", async () => {
     const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });
     // The key is cached: the freeze is met past authentication, at the admission.
     expect((await timedGet(app, "/v1/me", apiKey)).reply.status).toBe(200);

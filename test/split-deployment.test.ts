@@ -54,7 +54,7 @@ describe("split deployment: edge-only processes reach the core at CORE_URL", () 
     expect(edge.store).toBeUndefined();
   });
 
-  it("charges the rate limit once per chat call, through any edge: the key check is a named, uncharged step", async () => {
+  it("charges the rate limit once per chat call, via any edge: the key check is a named, uncharged step", async () => {
     // Burst 2 and a negligible refill: two allowed requests in all, whichever edges they come through.
     const caller = await core.newAccount({ rps: 0.001, burst: 2 });
     expect((await chat(edge.edgeUrl, caller.apiKey)).status).toBe(200);

@@ -57,7 +57,7 @@ describe.each([
     await receiver?.close();
   });
 
-  it("links edge, core and engine spans in the caller's trace, with GenAI attributes, to the stream's end", async () => {
+  it("links edge, core and engine spans in the caller's trace with GenAI attributes, to the stream's end", async () => {
     const { apiKey, accountId } = await app.newAccount();
     const traceId = randomBytes(16).toString("hex");
     const callerSpan = randomBytes(8).toString("hex");

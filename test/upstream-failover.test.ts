@@ -161,7 +161,7 @@ describe("circuit breaker", () => {
     await app?.close();
   });
 
-  it("opens after breakerFailures failures, lets one probe through after breakerOpenMs, and closes on its success", async () => {
+  it("opens after breakerFailures failures, lets one probe in after breakerOpenMs, closes on its success", async () => {
     const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });
     const call = async () => {
       const reply = await postChat(app, apiKey, { model: "flaky", messages });

@@ -112,7 +112,7 @@ describe("upstream timeouts and failures", () => {
     await expectBilledOnce(app, accountId, "first-byte-failover", usage);
   });
 
-  it("a stall after the first token past idleTimeoutMs ends the stream with the internal-error event, unbilled", async () => {
+  it("a stall after the first token past idleTimeoutMs ends the stream: internal-error event, unbilled", async () => {
     const { apiKey, accountId } = await account();
     const t0 = Date.now();
     const reply = await postChat(app, apiKey, { model: "idle", messages, stream: true });
@@ -133,7 +133,7 @@ describe("upstream timeouts and failures", () => {
     await expectUnbilled(app, accountId);
   });
 
-  it("a non-streaming call whose upstream dies mid-answer is a 503 with Retry-After (not a 500), unbilled, leaking nothing", async () => {
+  it("a non-streaming call whose upstream dies mid-answer: 503 + Retry-After, not 500; unbilled, no leak", async () => {
     const { apiKey, accountId } = await account();
     const reply = await postChat(app, apiKey, { model: "die", messages });
     expectStructured(reply, 503, "service_unavailable", "service_unavailable");
@@ -245,7 +245,7 @@ describe("slow upstreams and clients that leave", () => {
     await expectBilledOnce(app, accountId, "plain", usage);
   });
 
-  it("a non-streaming call cut by max_tokens upstream says finish_reason length, billed from the upstream's usage", async () => {
+  it("a non-streaming call cut by max_tokens upstream: finish_reason length, billed from upstream usage", async () => {
     const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });
     const reply = await postChat(app, apiKey, { model: "plain", messages, max_tokens: 2 });
     expect(reply.status).toBe(200);

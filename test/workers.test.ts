@@ -1,4 +1,6 @@
 import { execFileSync } from "node:child_process";
+import { createServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { startRedisServer, type RedisServer } from "./support/redis-server.ts";
 import { adminOf, spawnSluice, type SluiceProcess } from "./support/sluice-process.ts";
@@ -18,6 +20,15 @@ const BASE = {
   SLUICE_LOG: "warn",
   SLUICE_DEV_BOOTSTRAP: "off",
 };
+
+/** A port nobody listens on now. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
 
 /** The pids of a process's children. */
 function childrenOf(pid: number): number[] {
@@ -39,9 +50,15 @@ afterAll(async () => {
 });
 
 describe("SLUICE_WORKERS", () => {
-  it("runs two workers sharing the ports on Redis: both answer, and SIGTERM stops them all", async () => {
+  it("runs two workers on Redis: both answer, the primary sums their metrics, SIGTERM stops them all", async () => {
     redis = await startRedisServer();
-    const sluice = await spawnSluice({ ...BASE, REDIS_URL: redis.url, SLUICE_WORKERS: "2" });
+    const metricsPort = await freePort();
+    const sluice = await spawnSluice({
+      ...BASE,
+      REDIS_URL: redis.url,
+      SLUICE_WORKERS: "2",
+      METRICS_PORT: String(metricsPort),
+    });
     procs.push(sluice);
     const pid = sluice.child.pid ?? 0;
     const workers = childrenOf(pid);
@@ -57,6 +74,18 @@ describe("SLUICE_WORKERS", () => {
       });
       expect(res.status).toBe(200);
       await res.arrayBuffer();
+    }
+    // The cluster hands connections to the workers in turn; the primary asks both for their
+    // metrics at each scrape, so every scrape counts all eight calls.
+    const chats = new RegExp(
+      String.raw`^sluice_http_request_duration_seconds_count\{route="/v1/chat/completions",method="POST",` +
+        String.raw`status="200",code=""\} (\d+)$`,
+      "m",
+    );
+    for (let i = 0; i < 3; i++) {
+      const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      expect(Number(chats.exec(text)?.[1])).toBe(8);
+      expect(text).toMatch(/^sluice_reservations_total\{outcome="settled"\} 8$/m);
     }
     const exited = new Promise<number | null>((resolve) => sluice.child.once("exit", (code) => resolve(code)));
     sluice.child.kill("SIGTERM");

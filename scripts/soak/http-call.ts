@@ -136,7 +136,8 @@ export function httpCall(plan: HttpCallPlan): Promise<HttpCallResult> {
           return;
         }
         sse.feed(piece);
-        if (s.done || s.spendCapAbort || s.internalError || s.oddity !== undefined) return; // told already; wait for the end
+        // Told already: wait for the end.
+        if (s.done || s.spendCapAbort || s.internalError || s.oddity !== undefined) return;
         const l = plan.leave;
         if (l.at === "after-first-chunk" && s.contentChunks >= 1) leave("after the first chunk");
         else if (l.at === "mid-stream" && s.contentChunks >= l.chunks) leave("mid-stream");

@@ -105,9 +105,11 @@ export async function checkLedger(
       // Money: spent is exactly the records plus the partial charges; nothing held; within the cap.
       if (ledger.spent !== recordsSum + partialsSum) {
         const legacy = partialCounter === undefined ? "" : `; older :partial counter ${partialCounter}`;
+        const noPartials = partials.size === 0 ? "; partials HASH absent or empty" : "";
         breach(
           "spent = records + partials",
-          `spent ${ledger.spent} != records ${recordsSum} + partials ${partialsSum} (off by ${ledger.spent - recordsSum - partialsSum}${partials.size === 0 ? "; partials HASH absent or empty" : ""}${legacy})`,
+          `spent ${ledger.spent} != records ${recordsSum} + partials ${partialsSum} ` +
+            `(off by ${ledger.spent - recordsSum - partialsSum}${noPartials}${legacy})`,
         );
       }
       if (partials.size > 0 && partialCounter !== undefined && partialCounter !== partialsSum) {
@@ -127,7 +129,8 @@ export async function checkLedger(
         );
         breach(
           "nothing reserved",
-          `reserved ${ledger.reserved} micros in ${holds} live hold(s) after the TTL passed with no traffic: ${show(sample)}`,
+          `reserved ${ledger.reserved} micros in ${holds} live hold(s) after the TTL passed with no traffic: ` +
+            show(sample),
         );
       }
       if (ledger.spent > ledger.cap) breach("spent <= cap", `spent ${ledger.spent} > cap ${ledger.cap}`);
@@ -164,7 +167,8 @@ export async function checkLedger(
       if (recordsNotSeenAsSuccess > seen.unknown.length) {
         breach(
           "unseen records <= left/cut calls",
-          `${recordsNotSeenAsSuccess} records no client saw as a success, but only ${seen.unknown.length} calls whose client left or was cut off`,
+          `${recordsNotSeenAsSuccess} records no client saw as a success, ` +
+            `but only ${seen.unknown.length} calls whose client left or was cut off`,
         );
       }
       const unseen = [...recordIds, ...partials.keys()].filter((id) => !seen.all.has(id));
@@ -177,7 +181,8 @@ export async function checkLedger(
       if (unseen.length > mayBeChargedWithoutId) {
         breach(
           "unseen charges <= left/cut calls with no id",
-          `${unseen.length} records or partials with ids no client saw, but only ${mayBeChargedWithoutId} left/cut calls that saw no id`,
+          `${unseen.length} records or partials with ids no client saw, ` +
+            `but only ${mayBeChargedWithoutId} left/cut calls that saw no id`,
         );
       }
       const malformed = mine.filter((c) => c.told === "malformed");

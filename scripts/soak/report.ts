@@ -45,7 +45,8 @@ export function formatFigures(f: RunFigures): string {
   const out: string[] = [];
   const n = f.calls.length;
   out.push(
-    `Sluice soak, seed ${f.seed}: ${secs(f.trafficMs)} of traffic (asked ${secs(f.plannedMs)}), ${secs(f.totalMs)} in all`,
+    `Sluice soak, seed ${f.seed}: ${secs(f.trafficMs)} of traffic (asked ${secs(f.plannedMs)}), ` +
+      `${secs(f.totalMs)} in all`,
   );
   out.push(
     `Calls: ${n} (${(n / Math.max(1, f.trafficMs / 1000)).toFixed(1)}/s), by path and what the client was told:`,
@@ -58,9 +59,8 @@ export function formatFigures(f: RunFigures): string {
   rows.push(["all", ...TOLD_KINDS.map((k) => String(f.calls.filter((c) => c.told === k).length)), String(n)]);
   out.push(table(rows));
   const withId = f.calls.filter((c) => c.id !== undefined).length;
-  out.push(
-    `  ${withId} calls saw their completion id; ${f.calls.filter((c) => c.told === "spend-cap-abort" && c.chunks > 0).length} spend-cap aborts after chunks`,
-  );
+  const abortsAfterChunks = f.calls.filter((c) => c.told === "spend-cap-abort" && c.chunks > 0).length;
+  out.push(`  ${withId} calls saw their completion id; ${abortsAfterChunks} spend-cap aborts after chunks`);
   const statuses = new Tally();
   const left = new Tally();
   const odd = new Tally();
@@ -149,7 +149,8 @@ export function progressLine(
   const clock = (ms: number) =>
     `${Math.floor(ms / 60_000)}:${String(Math.floor((ms % 60_000) / 1000)).padStart(2, "0")}`;
   return (
-    `${clock(elapsedMs)}/${clock(totalMs)}: calls ${calls.total()} (${calls.line() || "none yet"}), in flight ${inFlight}; ` +
+    `${clock(elapsedMs)}/${clock(totalMs)}: calls ${calls.total()} (${calls.line() || "none yet"}), ` +
+    `in flight ${inFlight}; ` +
     `faults ${faults.total()} (${faults.line() || "none yet"})`
   );
 }

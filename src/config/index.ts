@@ -15,7 +15,8 @@ export const configSchema = z.object({
     .min(1)
     .optional()
     .describe(
-      "Address the servers bind; 0.0.0.0 when unset, but 127.0.0.1 for a dev bootstrap that made up its own admin token.",
+      "Address the servers bind; 0.0.0.0 when unset, " +
+        "but 127.0.0.1 for a dev bootstrap that made up its own admin token.",
     ),
   SLUICE_ADMIN_TOKEN: z
     .string()
@@ -35,7 +36,8 @@ export const configSchema = z.object({
     )
     .optional()
     .describe(
-      "Shared Redis store: redis://, rediss://, redis-sentinel://s1,s2/primary or redis-cluster://n1,n2; unset uses the in-process memory store.",
+      "Shared Redis store: redis://, rediss://, redis-sentinel://s1,s2/primary or redis-cluster://n1,n2; " +
+        "unset uses the in-process memory store.",
     ),
   CORE_URL: z
     .string()
@@ -122,7 +124,8 @@ export const configSchema = z.object({
     .union([z.literal("auto"), z.coerce.number().int().min(1).max(256)])
     .default(1)
     .describe(
-      "Processes serving the ports (node:cluster), with the Redis store or as an edge only: a number, or auto for one per core. The memory store runs one process.",
+      "Processes serving the ports (node:cluster), with the Redis store or as an edge only: " +
+        "a number, or auto for one per core. The memory store runs one process.",
     ),
   SLUICE_DOCS_URL: z.string().url().default("https://docs.sluice.dev/errors").describe("Base of error docs_url links."),
   SLUICE_PORTAL_URL: z
@@ -139,7 +142,8 @@ export const configSchema = z.object({
     .url()
     .optional()
     .describe(
-      "OpenTelemetry collector base URL (http://collector:4318); set, spans go to its /v1/traces over OTLP/HTTP (JSON). Unset, tracing is off.",
+      "OpenTelemetry collector base URL (http://collector:4318); " +
+        "set, spans go to its /v1/traces over OTLP/HTTP (JSON). Unset, tracing is off.",
     ),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z
     .string()

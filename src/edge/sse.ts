@@ -26,7 +26,10 @@ export interface SseWriter {
   close(): void;
 }
 
-/** The most a batch holds before it is written at once (node's default stream high-water mark), so backpressure is met. */
+/**
+ * The most a batch holds before it is written at once (node's default stream high-water mark), so
+ * backpressure is met.
+ */
 const BATCH_BYTES = 16 * 1024;
 
 /**

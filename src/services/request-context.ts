@@ -146,7 +146,6 @@ export function createRequestContextInterceptor(deps: RequestContextDeps): Inter
         if (facts.model !== undefined) {
           metrics.chat({
             model: facts.model,
-            mode: streaming ? "stream" : "unary",
             ...(reason !== undefined && { errorType: reason }),
             seconds: ms / 1000,
             ...(facts.ttftMs !== undefined && { ttftSeconds: facts.ttftMs / 1000 }),

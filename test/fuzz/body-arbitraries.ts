@@ -262,14 +262,13 @@ function bulkGenArb(d: Dialect): fc.Arbitrary<{ body: Gen; what: string }> {
   const k = (snake: string, camel: string) => (d === "wire" ? snake : camel);
   const user = { role: "user", content: "hi" };
   const wrap = (params: Gen): Gen => (d === "wire" ? params : { params });
+  const turn = (i: number) => render({ role: i % 2 ? "assistant" : "user", content: "hi" });
   return fc.oneof(
     fc.constantFrom(1000, 3000, 8000, 10_922, 10_923, 12_000).map((count) => ({
       what: `${count} messages`,
       body: wrap({
         [k("max_tokens", "maxTokens")]: 8,
-        messages: new Raw(
-          `[${Array.from({ length: count }, (_, i) => render({ role: i % 2 ? "assistant" : "user", content: "hi" })).join(",")}]`,
-        ),
+        messages: new Raw(`[${Array.from({ length: count }, (_, i) => turn(i)).join(",")}]`),
       }),
     })),
     fc.constant({

@@ -45,11 +45,11 @@ function parseJson(body: Buffer): unknown {
 }
 function fail(what: string, reply: Reply | undefined, expected: string): never {
   const got = reply
-    ? `${reply.status} ${reply.reason} ${JSON.stringify(reply.headers)} ${JSON.stringify(reply.body.subarray(0, 600).toString("utf8"))}`
+    ? `${reply.status} ${reply.reason} ${JSON.stringify(reply.headers)} ` +
+      JSON.stringify(reply.body.subarray(0, 600).toString("utf8"))
     : "no reply";
-  throw new Mismatch(
-    `${what}\n  expected: ${expected}\n  got: ${got}${reply && reply.status >= 500 ? "\n  (a 5xx: never allowed)" : ""}`,
-  );
+  const fiveXx = reply && reply.status >= 500 ? "\n  (a 5xx: never allowed)" : "";
+  throw new Mismatch(`${what}\n  expected: ${expected}\n  got: ${got}${fiveXx}`);
 }
 function must(cond: boolean, what: string, reply: Reply, expected: string): asserts cond {
   if (!cond) fail(what, reply, expected);
@@ -60,7 +60,10 @@ export function describeOutcome(o: Outcome): string {
   if (o.kind === "error") return `${CATALOGUE_ROWS[o.reason].http} ${o.reason}`;
   if (o.kind === "plain-413") return "413 plain";
   if (o.kind === "me") return `200 me(${o.accountId})`;
-  return `200 ${o.stream ? "stream" : "json"} n=${o.n} max_tokens=${o.maxTokens} prompt_tokens=${o.promptTokens.join("..")}`;
+  return (
+    `200 ${o.stream ? "stream" : "json"} n=${o.n} max_tokens=${o.maxTokens} ` +
+    `prompt_tokens=${o.promptTokens.join("..")}`
+  );
 }
 
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -245,7 +248,8 @@ export function checkNodeRefusal(status: 400 | 431, raw: RawResult): void {
   const [reply, ...more] = raw.replies;
   if (!reply)
     throw new Mismatch(
-      `no reply\n  expected: ${expected}\n  got: ${JSON.stringify(raw.rest.toString("latin1").slice(0, 300))}${raw.timedOut ? " (timed out)" : ""}`,
+      `no reply\n  expected: ${expected}\n  ` +
+        `got: ${JSON.stringify(raw.rest.toString("latin1").slice(0, 300))}${raw.timedOut ? " (timed out)" : ""}`,
     );
   must(reply.status === status && reply.reason === text, "wrong refusal", reply, expected);
   must(
@@ -269,7 +273,8 @@ export function checkNodeRefusal(status: 400 | 431, raw: RawResult): void {
 export function checkDropped(raw: RawResult): void {
   if (raw.replies.length > 0 || raw.rest.length > 0 || !raw.closedByServer) {
     throw new Mismatch(
-      `expected the connection to close with no reply\n  got: ${raw.replies.map(signatureOf).join(", ")} ${JSON.stringify(raw.rest.toString("latin1").slice(0, 200))}${raw.closedByServer ? "" : " (still open)"}`,
+      `expected the connection to close with no reply\n  got: ${raw.replies.map(signatureOf).join(", ")} ` +
+        `${JSON.stringify(raw.rest.toString("latin1").slice(0, 200))}${raw.closedByServer ? "" : " (still open)"}`,
     );
   }
 }

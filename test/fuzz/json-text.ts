@@ -33,7 +33,8 @@ export type Gen = null | boolean | number | string | Raw | Entries | readonly Ge
 export function render(value: Gen, space = ""): string {
   if (value instanceof Raw) return value.text;
   if (value instanceof Entries) {
-    return `{${space}${value.entries.map(([k, v]) => `${JSON.stringify(k)}${space}:${space}${render(v, space)}`).join(`,${space}`)}${space}}`;
+    const members = value.entries.map(([k, v]) => `${JSON.stringify(k)}${space}:${space}${render(v, space)}`);
+    return `{${space}${members.join(`,${space}`)}${space}}`;
   }
   if (Array.isArray(value)) return `[${space}${value.map((v: Gen) => render(v, space)).join(`,${space}`)}${space}]`;
   if (value !== null && typeof value === "object")

@@ -112,7 +112,8 @@ export async function runCase(t: FuzzTarget, c: FuzzCase): Promise<string> {
     const [reply, ...more] = raw.replies;
     if (!reply)
       throw new Mismatch(
-        `no reply${raw.timedOut ? " (timed out)" : ""}; got ${JSON.stringify(raw.rest.toString("latin1").slice(0, 300))}`,
+        `no reply${raw.timedOut ? " (timed out)" : ""}; ` +
+          `got ${JSON.stringify(raw.rest.toString("latin1").slice(0, 300))}`,
       );
     if (more.length > 0) throw new Mismatch(`more than one reply: ${more.map(signatureOf).join(", ")}`);
     checkEdgeReply(expect.outcome, reply, {

@@ -104,7 +104,8 @@ export function replyToChat(
       res,
       status,
       errorBody(
-        `upstream ${status}: upstream secret detail sk-upstream-SECRET at http://internal-host:8000/v1 (node 10.20.30.40)`,
+        `upstream ${status}: upstream secret detail sk-upstream-SECRET ` +
+          "at http://internal-host:8000/v1 (node 10.20.30.40)",
         e.type,
         e.code,
       ),

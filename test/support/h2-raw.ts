@@ -85,7 +85,8 @@ export function h2Exchange(
       () =>
         finish(
           new Error(
-            `${options.label}: no answer within ${options.guardMs} ms (the server is waiting for the rest of the request)`,
+            `${options.label}: no answer within ${options.guardMs} ms ` +
+              "(the server is waiting for the rest of the request)",
           ),
         ),
       options.guardMs,

@@ -43,7 +43,10 @@ export function createUpstreamPool(options: UpstreamPoolOptions) {
   });
   return {
     upstreams,
-    /** The next upstream to try (and whether the call is its breaker's probe), or undefined when every untried one is set aside. */
+    /**
+     * The next upstream to try (and whether the call is its breaker's probe), or undefined when every untried one is
+     * set aside.
+     */
     pick(tried: ReadonlySet<Upstream>): { upstream: Upstream; probe: boolean } | undefined {
       const candidates = upstreams
         .filter((u) => !tried.has(u) && u.breaker.available())

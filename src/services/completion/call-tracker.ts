@@ -9,7 +9,10 @@ const FULL_RETRY_MS = 1000;
  * last store step (a settle or a release) before it closes the store.
  */
 export interface CallTracker {
-  /** Takes a slot for a new call, or throws 503 `service_unavailable` when the process is full. Returns the slot's release (idempotent). */
+  /**
+   * Takes a slot for a new call, or throws 503 `service_unavailable` when the process is full. Returns the slot's
+   * release (idempotent).
+   */
   enter(): () => void;
   /** Keeps a shutdown waiting for `work` (a call's lifecycle or a background release) to end. */
   track(work: Promise<unknown>): void;

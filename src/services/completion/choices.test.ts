@@ -22,7 +22,8 @@ const conversation = [
   {
     role: "system",
     content:
-      "Rivers carry water to the sea. Dams hold water back. Sluices let water through in measured amounts. Mills use the flow of water. Canals connect rivers.",
+      "Rivers carry water to the sea. Dams hold water back. Sluices let water through in measured amounts. " +
+      "Mills use the flow of water. Canals connect rivers.",
   },
   { role: "user", content: "How does water move through a sluice and a canal?" },
 ];

@@ -73,7 +73,7 @@ describe.each(backends)("the life of a call (%s store)", (_name, makeStore) => {
     },
   );
 
-  it("a caller gone mid-stream that never resumes its iterator: released, unbilled, recorded as a cancellation", async () => {
+  it("a caller gone mid-stream, its iterator never resumed: released, unbilled, logged as a cancellation", async () => {
     const steered = steeredEngine(10_000);
     const t = await createLifecycleCore(makeStore, steered.engine);
     const abort = new AbortController();

@@ -44,7 +44,7 @@ describe("validateChatParams", () => {
     ).toBe("ok");
   });
 
-  it("refuses JSON fields nesting deeper than MAX_STRUCT_DEPTH, as the edge does, and accepts them at the limit", () => {
+  it("refuses JSON fields nesting deeper than MAX_STRUCT_DEPTH, as the edge does; accepts them at the limit", () => {
     expect(outcomeOf({ messages, responseFormat: nestedObject(MAX_STRUCT_DEPTH + 1) })).toBe(
       "invalid_request_body responseFormat",
     );
