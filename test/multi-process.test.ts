@@ -111,7 +111,6 @@ describe("four Sluice processes sharing one Redis", () => {
     const records = await usageRecordsOf(admin, accountId);
     const partial = BigInt((await raw?.get(`sluice:{a:${accountId}}:p:${period}:partial`)) ?? "0");
     const recordSum = records.reduce((sum, r) => sum + r.costUsdMicros, 0n);
-    // biome-ignore lint/complexity/useMathMinMax: the samples are bigints, which Math.max refuses.
     const maxSample = samples.reduce((m, s) => (s > m ? s : m), 0n);
     console.log(
       `[multi-process billing] ${CALLS} calls over ${PROCESSES} processes in ${seconds.toFixed(1)} s ` +
