@@ -1,8 +1,6 @@
 import { execFileSync } from "node:child_process";
-import { createServer } from "node:net";
-import type { AddressInfo } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
-import { startRedisServer, type RedisServer } from "./support/redis-server.ts";
+import { freePort, startRedisServer, type RedisServer } from "./support/redis-server.ts";
 import { adminOf, spawnSluice, type SluiceProcess } from "./support/sluice-process.ts";
 
 /**
@@ -20,15 +18,6 @@ const BASE = {
   SLUICE_LOG: "warn",
   SLUICE_DEV_BOOTSTRAP: "off",
 };
-
-/** A port nobody listens on now. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** The pids of a process's children. */
 function childrenOf(pid: number): number[] {
