@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import type { RequestListener, Server } from "node:http";
 import type { Http2Server, ServerHttp2Session } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
@@ -7,6 +7,9 @@ import { Health } from "../gen/grpc/health/v1/health_pb.ts";
 import { CompletionService } from "../gen/sluice/completion/v1/completion_service_pb.ts";
 import { IdentityService } from "../gen/sluice/identity/v1/identity_service_pb.ts";
 import { ConfigError, type Config } from "./config/index.ts";
+import { createConnectProxy } from "./edge/connect-proxy.ts";
+import { CONSOLE_DIST, loadConsoleAssets } from "./edge/console-assets.ts";
+import { createErrorDocs } from "./edge/error-docs.ts";
 import { createEdge } from "./edge/index.ts";
 import { createExtractiveEngine } from "./engines/extractive/index.ts";
 import { createOpenAIEngine } from "./engines/openai/index.ts";
@@ -36,6 +39,8 @@ import { createTracing } from "./tracing.ts";
 /** A running Sluice: its addresses, its store (for the dev bootstrap and tests), and a stop. */
 export interface App {
   edgeUrl: string;
+  /** The base of the console and of every error link (`SLUICE_PUBLIC_URL`, or this edge on localhost). */
+  publicUrl: string;
   /** Where `/metrics` is served; empty in a cluster worker, whose primary serves them. */
   metricsUrl: string;
   /** Undefined for an edge-only process. */
@@ -166,18 +171,25 @@ async function checkCoreCompatible(transport: Transport, coreUrl: string, logger
 }
 
 /** The memory store, or the shared Redis store when `REDIS_URL` is set. */
-async function createStore(config: Config, metrics: Metrics): Promise<Store> {
+async function createStore(config: Config, metrics: Metrics, logger: Logger): Promise<Store> {
   if (config.REDIS_URL === undefined) return createMemoryStore();
   const options = { commandTimeoutMs: config.SLUICE_STORE_TIMEOUT_MS };
   const [redis, subscriber] = await Promise.all([
     connectRedis(config.REDIS_URL, options),
     connectRedis(config.REDIS_URL, options),
   ]);
-  return createRedisStore({
+  const store = createRedisStore({
     redis: countCommands(redis, metrics.redisCommand),
     subscriber,
     commandTimeoutMs: config.SLUICE_STORE_TIMEOUT_MS,
   });
+  // Accounts made before the email index are found by email once this pass ends; a failed pass
+  // runs again at the next start.
+  void store.emailIndexBackfill.then((pass) => {
+    if (pass.outcome === "done") logger.info("accounts indexed by email", { indexed: pass.indexed });
+    if (pass.outcome === "failed") logger.warn("email index backfill failed; the next start retries it", {});
+  });
+  return store;
 }
 
 /** The tracing the config asks for: on when an OTLP endpoint is set. */
@@ -211,7 +223,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
   const tracer = tracing.tracer;
 
   if (config.CORE_URL === undefined) {
-    store = instrumentStore(options.store ?? (await createStore(config, metrics)), metrics.storeError);
+    store = instrumentStore(options.store ?? (await createStore(config, metrics, options.logger)), metrics.storeError);
     const tokenizer = createTokenizer();
     const env = options.env ?? process.env;
     const models = options.models ?? (await loadModels(config, tokenizer, options.logger, env, metrics));
@@ -252,24 +264,34 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
     await checkCoreCompatible(transport, config.CORE_URL, options.logger);
   }
 
-  const edge = createLimitedHttpServer(
-    createEdge({
-      clients: {
-        identity: createClient(IdentityService, transport),
-        completion: createClient(CompletionService, transport),
-        health: createClient(Health, transport),
-      },
-      links: { docsBaseUrl: config.SLUICE_DOCS_URL, portalUrl: config.SLUICE_PORTAL_URL },
-      keepAliveMs: config.SLUICE_SSE_KEEPALIVE_MS,
-      writeTimeoutMs: config.SLUICE_SSE_WRITE_TIMEOUT_MS,
-      logger: options.logger,
-      metrics,
-      ...(tracer && { tracer }),
-    }),
-    limits,
-  );
+  // The edge's handler is made once the port is bound: the default public URL names that port.
+  let handler: RequestListener = () => undefined;
+  const edge = createLimitedHttpServer((req, res) => handler(req, res), limits);
   const edgeUrl = await listen(edge, config.PORT, host);
   closers.push(() => closeServer(edge, config.SLUICE_SHUTDOWN_GRACE_MS));
+  const publicUrl = config.SLUICE_PUBLIC_URL ?? `http://localhost:${new URL(edgeUrl).port}`;
+  const links = { publicUrl };
+  // Console calls reach the core through the same port and interceptors as any other caller.
+  const proxy = createConnectProxy({ coreUrl: config.CORE_URL ?? (coreUrl as string), logger: options.logger });
+  closers.push(async () => proxy.close());
+  const consoleAssets = loadConsoleAssets();
+  if (consoleAssets.files === 0) options.logger.warn("console not built: /console answers 503", { dir: CONSOLE_DIST });
+  handler = createEdge({
+    clients: {
+      identity: createClient(IdentityService, transport),
+      completion: createClient(CompletionService, transport),
+      health: createClient(Health, transport),
+    },
+    links,
+    keepAliveMs: config.SLUICE_SSE_KEEPALIVE_MS,
+    writeTimeoutMs: config.SLUICE_SSE_WRITE_TIMEOUT_MS,
+    logger: options.logger,
+    metrics,
+    ...(tracer && { tracer }),
+    console: consoleAssets,
+    docs: createErrorDocs(links),
+    proxy,
+  });
 
   // Metrics are served apart from the public port, so they are never exposed by accident; a
   // worker's are summed with its siblings' by the primary, which serves them.
@@ -283,6 +305,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
 
   return {
     edgeUrl,
+    publicUrl,
     coreUrl,
     metricsUrl,
     store,

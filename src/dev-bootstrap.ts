@@ -76,11 +76,11 @@ export async function bootstrapDevAccount(coreUrl: string, adminToken: MadeUpAdm
  * where the CLI looks by default.
  */
 export function devBanner(
-  edgeUrl: string,
-  coreUrl: string,
+  urls: { edgeUrl: string; coreUrl: string; publicUrl: string },
   creds: DevCredentials,
   adminToken: MadeUpAdminToken,
 ): string {
+  const { edgeUrl, coreUrl, publicUrl } = urls;
   return [
     "",
     "Sluice dev bootstrap: an onboarded account with a $10 cap and one API key (shown once).",
@@ -88,6 +88,7 @@ export function devBanner(
     `  API key      ${creds.apiKey}`,
     `  admin token  ${adminToken}`,
     `  core         ${coreUrl} (gRPC, Connect and gRPC-Web; the Admin API lives here)`,
+    `  console      ${publicUrl}/console (sign in with the API key, or with the admin token as an operator)`,
     "",
     "Try it:",
     `  curl -s ${edgeUrl}/v1/chat/completions -H 'Authorization: Bearer ${creds.apiKey}' ` +

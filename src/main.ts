@@ -58,7 +58,9 @@ async function main(): Promise<void> {
     try {
       const creds = await bootstrapDevAccount(app.coreUrl, madeUpToken);
       flushLogs();
-      process.stdout.write(devBanner(app.edgeUrl, app.coreUrl, creds, madeUpToken));
+      process.stdout.write(
+        devBanner({ edgeUrl: app.edgeUrl, coreUrl: app.coreUrl, publicUrl: app.publicUrl }, creds, madeUpToken),
+      );
     } catch (err) {
       // A signal during the bootstrap closes the core under it; that is a stop, not a failure.
       if (!stopping) throw err;

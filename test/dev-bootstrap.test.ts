@@ -143,6 +143,17 @@ describe("npm start on an empty memory store, no operator token (a developer's f
     expect(reply.choices[0]?.message.content.length).toBeGreaterThan(0);
   });
 
+  it("prints the console's URL, which serves the console page", async () => {
+    const consoleUrl = /^ {2}console\s+(\S+)/m.exec(output)?.[1] ?? "";
+    const { edgeUrl } = urls(output);
+    // The public URL defaults to localhost on the edge's port.
+    expect(consoleUrl).toBe(`http://localhost:${portOf(edgeUrl)}/console`);
+    const res = await fetch(`${edgeUrl}/console`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    expect(await res.text()).toContain('<div id="app">');
+  });
+
   it("prints an export line without CORE_URL, and an admin command that works after it", async () => {
     const lines = output.split("\n").map((l) => l.trim());
     const exportLine = lines.find((l) => l.startsWith("export ")) ?? "";

@@ -127,12 +127,18 @@ export const configSchema = z.object({
       "Processes serving the ports (node:cluster), with the Redis store or as an edge only: " +
         "a number, or auto for one per core. The memory store runs one process.",
     ),
-  SLUICE_DOCS_URL: z.string().url().default("https://docs.sluice.dev/errors").describe("Base of error docs_url links."),
-  SLUICE_PORTAL_URL: z
+  SLUICE_PUBLIC_URL: z
     .string()
     .url()
-    .default("https://console.sluice.dev")
-    .describe("Console URL of portal_url and resolution_url links."),
+    .refine((u) => /^https?:$/.test(new URL(u).protocol), "must be an http or https URL")
+    // The console and the docs are served at the root of the public port (/console, /docs).
+    .refine((u) => new URL(u).pathname === "/" && !new URL(u).search, "must be an origin, with no path or query")
+    .transform((u) => new URL(u).origin)
+    .optional()
+    .describe(
+      "The URL callers reach Sluice at: the base of the console and of every error's docs_url, " +
+        "resolution_url and portal_url. Default http://localhost:<PORT>.",
+    ),
   SLUICE_LOG: z
     .enum(["debug", "info", "warn", "error", "silent"])
     .default("info")

@@ -4,7 +4,10 @@ import type { CallFacts } from "../call-facts.ts";
 import type { Health } from "../../gen/grpc/health/v1/health_pb.ts";
 import type { CompletionService } from "../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { IdentityService } from "../../gen/sluice/identity/v1/identity_service_pb.ts";
-import type { ErrorLinks } from "../errors/catalogue.ts";
+import type { ErrorLinks } from "../errors/envelope.ts";
+import type { ConnectProxy } from "./connect-proxy.ts";
+import type { ConsoleAssets } from "./console-assets.ts";
+import type { ErrorDocs } from "./error-docs.ts";
 import { firstValue } from "../errors/http.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
@@ -27,6 +30,12 @@ export interface EdgeDeps {
   metrics?: Metrics;
   /** Set when tracing is on: each request is a server span, and the core hears of it by `traceparent`. */
   tracer?: Tracer;
+  /** The console's files, served at `/console`. */
+  console?: ConsoleAssets;
+  /** The error pages, served at `/docs/errors`. */
+  docs?: ErrorDocs;
+  /** Forwards the public services' Connect calls (the console's) to the core. */
+  proxy?: ConnectProxy;
 }
 
 /** Per-request values of one HTTP exchange. */

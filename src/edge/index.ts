@@ -70,6 +70,33 @@ const handleReadyz: Handler = async (_req, res, deps) => {
   writeJson(res, 503, { status: "unavailable" }, { "retry-after": "1" });
 };
 
+/**
+ * Routes matched by prefix, each a whole subtree handled by one module: the console's pages,
+ * the error pages and the public services' Connect calls. `label` is the bounded route name of
+ * metrics and access lines.
+ */
+function subtreeOf(path: string, deps: EdgeDeps): { label: string; methods: string[] } | undefined {
+  if (deps.proxy?.handles(path)) return { label: "/sluice.*", methods: ["POST"] };
+  if (deps.console && (path === "/console" || path.startsWith("/console/")))
+    return { label: "/console", methods: ["GET", "HEAD"] };
+  if (deps.docs && (path === "/docs/errors" || path.startsWith("/docs/errors/")))
+    return { label: "/docs/errors", methods: ["GET", "HEAD"] };
+  return undefined;
+}
+
+/** Serves a subtree route once its method is known to be allowed. */
+function serveSubtree(
+  req: IncomingMessage,
+  res: ServerResponse,
+  deps: EdgeDeps,
+  path: string,
+  forwarded: Record<string, string>,
+): void {
+  if (deps.proxy?.handles(path)) deps.proxy.forward(req, res, forwarded);
+  else if (path.startsWith("/docs/")) deps.docs?.serve(res, path, req.method === "HEAD");
+  else deps.console?.serve(req, res, path);
+}
+
 const ROUTES: Record<string, Partial<Record<string, Handler>>> = {
   "/v1/me": { GET: handleMe },
   "/v1/chat/completions": { POST: handleChat },
@@ -89,8 +116,20 @@ export function createEdge(deps: EdgeDeps): RequestListener {
     const path = (req.url ?? "/").split("?")[0] ?? "/";
     const routeKey = path.length > 1 ? path.replace(/\/+$/, "") : path;
     const route = ROUTES[routeKey];
+    const subtree = route ? undefined : subtreeOf(path, deps);
     const base = { "x-request-id": requestId };
-    const { facts, propagation } = startAccess(req, res, deps, route ? routeKey : "other", requestId);
+    const label = route ? routeKey : (subtree?.label ?? "other");
+    const { facts, propagation } = startAccess(req, res, deps, label, requestId);
+    if (subtree) {
+      if (subtree.methods.includes(req.method ?? ""))
+        return serveSubtree(req, res, deps, path, { ...base, ...propagation });
+      return writeError(
+        res,
+        httpErrorFor("method_not_allowed", deps.links),
+        { ...base, allow: subtree.methods.join(", ") },
+        true,
+      );
+    }
     if (!route) return writeError(res, httpErrorFor("not_found", deps.links), base, true);
     const handler = route[req.method ?? "GET"];
     if (!handler)

@@ -1,6 +1,6 @@
 import type { ServerResponse } from "node:http";
 import { toHttpError, type HttpError } from "../errors/http.ts";
-import type { ErrorLinks } from "../errors/catalogue.ts";
+import type { ErrorLinks } from "../errors/envelope.ts";
 import { noteReason } from "./access.ts";
 
 /** Writes a body with its status and headers, then ends the response (see `finish`). */

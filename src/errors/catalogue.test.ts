@@ -4,18 +4,17 @@ import { ErrorInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_det
 import {
   CATALOGUE,
   ERROR_DOMAIN,
-  errorBody,
   isReason,
   reasonOf,
   retryAfterMsOf,
   sluiceError,
-  streamAbortPayload,
   STREAM_INTERNAL_ERROR,
   type Reason,
 } from "./catalogue.ts";
+import { errorBody, streamAbortPayload } from "./envelope.ts";
 import { bodyTooLarge, httpErrorFor, toHttpError } from "./http.ts";
 
-const LINKS = { docsBaseUrl: "https://docs.example.com/errors", portalUrl: "https://console.example.com" };
+const LINKS = { publicUrl: "https://llm.example.com" };
 const REASONS = Object.keys(CATALOGUE) as Reason[];
 
 type Expected = { grpc: Code; status: number; envelope: "detail" | string };
@@ -135,8 +134,10 @@ describe("toHttpError", () => {
     for (const field of ["docs_url", "resolution_url", "portal_url"]) {
       expect(() => new URL(String(error[field])), field).not.toThrow();
     }
-    expect(error.portal_url).toBe(LINKS.portalUrl);
-    expect(String(error.docs_url).startsWith(LINKS.docsBaseUrl)).toBe(true);
+    expect(error.portal_url).toBe("https://llm.example.com/console");
+    expect(error.docs_url).toBe(`https://llm.example.com/docs/errors/${reason}`);
+    const page = http.status === 402 ? "billing" : http.status === 429 || http.status === 413 ? "keys" : "status";
+    expect(error.resolution_url).toBe(`https://llm.example.com/console/${page}`);
   });
 
   it("uses the structured envelope for every 402, 413, 429 and 503 (but SPEC's plain 413 for a body)", () => {

@@ -17,17 +17,31 @@ export const ERROR_DOMAIN = "sluice";
  */
 type Envelope =
   | { kind: "detail" }
-  | { kind: "structured"; type: string; resolution: string }
+  | { kind: "structured"; type: string; resolution: ConsolePage }
   | { kind: "plain"; text: string };
 
-interface Entry {
+/**
+ * The console page (under `/console/`) where the recovery of a structured error is done: its
+ * `resolution_url`. The console serves each of these paths.
+ */
+export type ConsolePage = "billing" | "keys" | "status";
+
+/** One catalogue row: how the error travels, and what its documentation page says. */
+export interface Entry {
   readonly grpc: Code;
   readonly http: number;
   readonly envelope: Envelope;
+  /** The default human message; it may change, so callers never branch on it. */
   readonly message: string;
+  /** What condition raises it, for `/docs/errors/<code>`. */
+  readonly cause: string;
+  /** What the caller does about it, for `/docs/errors/<code>`. */
+  readonly recovery: string;
+  /** Whether it always carries a delay (`RetryInfo`, HTTP `Retry-After`). */
+  readonly retryAfter?: true;
 }
 
-const billing = (resolution: string): Envelope => ({ kind: "structured", type: "billing_error", resolution });
+const billing: Envelope = { kind: "structured", type: "billing_error", resolution: "billing" };
 
 /** Every reason Sluice emits, with its gRPC code, HTTP status and envelope. */
 export const CATALOGUE = {
@@ -36,139 +50,199 @@ export const CATALOGUE = {
     http: 400,
     envelope: { kind: "detail" },
     message: "The request body is not valid JSON.",
+    cause: "The body could not be parsed as JSON.",
+    recovery: "Send a JSON object with `Content-Type: application/json`.",
   },
   body_must_be_object: {
     grpc: Code.InvalidArgument,
     http: 400,
     envelope: { kind: "detail" },
     message: "The request body must be a JSON object.",
+    cause: "The body parsed, but is not a JSON object.",
+    recovery: 'Send one JSON object, such as `{"model": ..., "messages": [...]}`.',
   },
   invalid_request_body: {
     grpc: Code.InvalidArgument,
     http: 400,
     envelope: { kind: "detail" },
     message: "The request failed validation.",
+    cause: "The body is a JSON object, but a field is missing or has the wrong type or range.",
+    recovery: "Fix the request; over gRPC, `ErrorInfo.metadata.field` names the field.",
   },
   missing_bearer_token: {
     grpc: Code.Unauthenticated,
     http: 401,
     envelope: { kind: "detail" },
     message: "Send an API key as 'Authorization: Bearer <key>'.",
+    cause: "No `Authorization: Bearer ...` header.",
+    recovery: "Send your API key as `Authorization: Bearer svc_sk_...`.",
   },
   invalid_api_key: {
     grpc: Code.Unauthenticated,
     http: 401,
     envelope: { kind: "detail" },
     message: "The API key is not found, malformed or revoked.",
+    cause: "Key not found, malformed, or revoked.",
+    recovery: "Check the key. The console lists your keys; an operator issues new ones.",
   },
   onboarding_incomplete: {
     grpc: Code.FailedPrecondition,
     http: 402,
-    envelope: billing("onboarding"),
+    envelope: billing,
     message: "Finish onboarding and set a spend cap in the console.",
+    cause: "No spend cap set, or onboarding not finished.",
+    recovery: "Finish onboarding in the console: an operator sets the spend cap and marks onboarding complete.",
   },
   spend_cap_exceeded: {
     grpc: Code.ResourceExhausted,
     http: 402,
-    envelope: billing("billing/cap"),
+    envelope: billing,
+    retryAfter: true,
     message: "The call would exceed the monthly spend cap. Raise the cap or wait for the next period.",
+    cause: "The call would exceed the monthly cap.",
+    recovery:
+      "Raise the cap or wait for the period rollover. `Retry-After` is the number of seconds until the next period.",
   },
   payment_failed: {
     grpc: Code.FailedPrecondition,
     http: 402,
-    envelope: billing("billing/payment-method"),
+    envelope: billing,
     message: "The last invoice failed to charge. Update the payment method in the console.",
+    cause: "The last invoice failed to charge.",
+    recovery: "Update the payment method in the console.",
   },
   subscription_canceled: {
     grpc: Code.FailedPrecondition,
     http: 402,
-    envelope: billing("billing/subscription"),
+    envelope: billing,
     message: "The subscription has been cancelled. Resubscribe in the console.",
+    cause: "The subscription has been cancelled.",
+    recovery: "Resubscribe in the console.",
   },
   upstream_bad_request: {
     grpc: Code.InvalidArgument,
     http: 400,
     envelope: { kind: "detail" },
     message: "The model server refused the request as invalid.",
+    cause: "The model server refused the request as invalid.",
+    recovery: "Check the request against the model's limits. The call was not billed.",
   },
   model_not_found: {
     grpc: Code.NotFound,
     http: 404,
     envelope: { kind: "detail" },
     message: "The model does not exist.",
+    cause: "The model named in the request is not served.",
+    recovery: "Use a model from `GET /v1/models`.",
   },
   request_too_large: {
     grpc: Code.ResourceExhausted,
     http: 413,
     envelope: { kind: "plain", text: "Request body too large\n" },
     message: "The request is above 32 MiB.",
+    cause: "Request body above 32 MB (33,554,432 bytes).",
+    recovery: "Send a smaller body. Over HTTP this 413 is plain text, with no code.",
   },
   input_too_large: {
     grpc: Code.InvalidArgument,
     http: 413,
-    envelope: { kind: "structured", type: "invalid_request_error", resolution: "limits" },
+    envelope: { kind: "structured", type: "invalid_request_error", resolution: "keys" },
     message: "The chat input is above 32,768 tokens.",
+    cause: "Chat input above 32,768 tokens.",
+    recovery: "Shorten the messages and tool definitions.",
   },
   api_key_rate_limited: {
     grpc: Code.ResourceExhausted,
     http: 429,
-    envelope: { kind: "structured", type: "rate_limit_error", resolution: "limits" },
+    envelope: { kind: "structured", type: "rate_limit_error", resolution: "keys" },
+    retryAfter: true,
     message: "The API key's request rate limit is exhausted. Retry after the delay given.",
+    cause: "Per-key request limit exhausted.",
+    recovery: "`Retry-After` (seconds) is always present; honor it. The console shows each key's rate and burst.",
   },
   service_unavailable: {
     grpc: Code.Unavailable,
     http: 503,
     envelope: { kind: "structured", type: "service_unavailable", resolution: "status" },
+    retryAfter: true,
     message: "The service is temporarily unavailable. Back off and retry.",
+    cause: "Service temporarily unavailable: the store, the model servers or this process are overloaded or down.",
+    recovery:
+      "`Retry-After` is present; back off and retry. The console's status page shows whether the service is ready.",
   },
   canceled: {
     grpc: Code.Canceled,
     http: 499,
     envelope: { kind: "detail" },
     message: "The caller went away or stopped reading; the call was not billed.",
+    cause: "The caller went away, or stopped reading, before the answer was complete.",
+    recovery: "Nothing to do: the call was not billed. No caller receives it; logs and metrics show it as 499.",
   },
   internal_error: {
     grpc: Code.Internal,
     http: 500,
     envelope: { kind: "structured", type: "api_error", resolution: "status" },
     message: "An internal error occurred.",
+    cause:
+      "An internal error occurred. With `ErrorInfo.metadata.billing` = `unknown`, the store did not " +
+      "confirm whether the call was billed.",
+    recovery: "Retry later. An operator finds a call's outcome by its `completion_id` in the usage records.",
   },
   admin_disabled: {
     grpc: Code.PermissionDenied,
     http: 403,
     envelope: { kind: "detail" },
     message: "The Admin API is off: SLUICE_ADMIN_TOKEN is not set.",
+    cause: "The Admin API is off because `SLUICE_ADMIN_TOKEN` is not set.",
+    recovery: "Start Sluice with `SLUICE_ADMIN_TOKEN` set.",
   },
   invalid_admin_token: {
     grpc: Code.Unauthenticated,
     http: 401,
     envelope: { kind: "detail" },
     message: "The admin token is missing or wrong.",
+    cause: "The admin token is missing or wrong.",
+    recovery: "Send `Authorization: Bearer <SLUICE_ADMIN_TOKEN>`.",
   },
   account_not_found: {
     grpc: Code.NotFound,
     http: 404,
     envelope: { kind: "detail" },
     message: "The account does not exist.",
+    cause: "No account has that id.",
+    recovery: "Find the account by id or email in the console's operator view.",
   },
   api_key_not_found: {
     grpc: Code.NotFound,
     http: 404,
     envelope: { kind: "detail" },
     message: "The API key does not exist.",
+    cause: "No API key has that id.",
+    recovery: "List the account's keys to find the id.",
   },
-  not_found: { grpc: Code.NotFound, http: 404, envelope: { kind: "detail" }, message: "No such route." },
+  not_found: {
+    grpc: Code.NotFound,
+    http: 404,
+    envelope: { kind: "detail" },
+    message: "No such route.",
+    cause: "No route has that path.",
+    recovery: "See the README for the routes: `/v1/chat/completions`, `/v1/models`, `/v1/me`.",
+  },
   method_not_allowed: {
     grpc: Code.Unimplemented,
     http: 405,
     envelope: { kind: "detail" },
     message: "The route does not take this method.",
+    cause: "The route exists but does not take this HTTP method.",
+    recovery: "Use a method from the `Allow` header.",
   },
   invalid_argument: {
     grpc: Code.InvalidArgument,
     http: 400,
     envelope: { kind: "detail" },
     message: "The request has an invalid field.",
+    cause: "A field of an RPC's request is invalid.",
+    recovery: "Fix the field named in `ErrorInfo.metadata.field`.",
   },
 } as const satisfies Record<string, Entry>;
 
@@ -225,41 +299,9 @@ export function retryAfterMsOf(err: unknown): number | undefined {
   return Number(info.retryDelay.seconds) * 1000 + Math.ceil(info.retryDelay.nanos / 1_000_000);
 }
 
-/** Where error documentation and the console live; the links of the structured envelope. */
-export interface ErrorLinks {
-  docsBaseUrl: string;
-  portalUrl: string;
-}
-
 /** The HTTP status of a reason. */
 export function httpStatusOf(reason: Reason): number {
   return CATALOGUE[reason].http;
-}
-
-/**
- * The JSON body an HTTP caller gets for a reason: `{detail}` for 400/401/404, the structured
- * `{error}` envelope for 402, 413, 429 and 5xx.
- */
-export function errorBody(reason: Reason, links: ErrorLinks, message?: string): object | string {
-  const entry: Entry = CATALOGUE[reason];
-  if (entry.envelope.kind === "plain") return entry.envelope.text;
-  if (entry.envelope.kind === "detail") return { detail: reason };
-  return {
-    error: {
-      type: entry.envelope.type,
-      code: reason,
-      reason,
-      message: message ?? entry.message,
-      docs_url: `${links.docsBaseUrl}#${reason}`,
-      resolution_url: `${links.portalUrl}/${entry.envelope.resolution}`,
-      portal_url: links.portalUrl,
-    },
-  };
-}
-
-/** The `data:` payload of the spend-cap abort event of a stream. */
-export function streamAbortPayload(reason: Reason, links: ErrorLinks): object {
-  return { code: reason, message: CATALOGUE[reason].message, docs_url: `${links.docsBaseUrl}#${reason}` };
 }
 
 /** The `data:` payload of the internal-error event of a stream, fixed by SPEC. */

@@ -2,7 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { firstValue, toHttpError } from "./http.ts";
 
-const links = { docsBaseUrl: "https://docs.example/errors", portalUrl: "https://console.example" };
+const links = { publicUrl: "https://llm.example" };
 
 describe("toHttpError", () => {
   it("answers a message over the core's read limit with the plain 413", () => {

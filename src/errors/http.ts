@@ -1,13 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import {
-  errorBody,
-  httpStatusOf,
-  reasonOf,
-  retryAfterMsOf,
-  sluiceError,
-  type ErrorLinks,
-  type Reason,
-} from "./catalogue.ts";
+import { httpStatusOf, reasonOf, retryAfterMsOf, sluiceError, type Reason } from "./catalogue.ts";
+import { errorBody, type ErrorLinks } from "./envelope.ts";
 
 /**
  * The one mapping between gRPC errors and HTTP responses, in both directions, driven by the
@@ -72,7 +65,7 @@ export function bodyTooLarge(): HttpError {
   return {
     status: 413,
     headers: {},
-    body: errorBody("request_too_large", { docsBaseUrl: "", portalUrl: "" }),
+    body: errorBody("request_too_large", { publicUrl: "" }),
     reason: "request_too_large",
   };
 }

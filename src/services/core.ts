@@ -84,7 +84,7 @@ export function createCore(deps: CoreDeps): Core {
     await Promise.all(deps.models.list().map((m) => m.engine.ready()));
   };
   const routes = (router: ConnectRouter) => {
-    router.service(IdentityService, createIdentityService());
+    router.service(IdentityService, createIdentityService(deps));
     router.service(BillingService, createBillingService(deps));
     router.service(CompletionService, createCompletionService(callDeps));
     router.service(AdminService, createAdminService(deps));

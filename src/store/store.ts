@@ -112,6 +112,11 @@ export interface ExtendReservationRequest extends ReserveRequest {
 /** Settles a reservation: charges `chargeUsdMicros` and, for a completed call, writes its record. */
 export interface SettleRequest extends ReservationRef {
   chargeUsdMicros: number;
+  /**
+   * The caller's clock at settle time (see "Time" on `Store`): it names the UTC day the charge
+   * is counted on in `spendByDay`.
+   */
+  nowMs: number;
   /** Absent for a spend-cap abort: its delivered chunks are charged, but it gets no record. */
   record?: UsageRecordRow;
 }
@@ -122,6 +127,20 @@ export interface BalanceRequest {
   period: string;
   /** The caller's clock (see "Time" on `Store`): reservations expired by then are not counted. */
   nowMs: number;
+}
+
+/** Which account's period to read day by day. */
+export interface SpendByDayRequest {
+  accountId: string;
+  /** The UTC month, such as "2026-11". */
+  period: string;
+}
+
+/** What one UTC day of a period was charged. */
+export interface DaySpend {
+  /** The UTC date, such as "2026-11-03". */
+  date: string;
+  spentUsdMicros: number;
 }
 
 /** Changes an account: the fields `patch` sets, the others left alone. */
@@ -199,8 +218,10 @@ export function wasNotSent(error: unknown): boolean {
  */
 export interface Store {
   /**
-   * Stores a new account (an admin's CreateAccount).
-   * @throws `service_unavailable` (Redis); the account may have been stored anyway.
+   * Stores a new account (an admin's CreateAccount), and indexes its email for
+   * `findAccountsByEmail`.
+   * @throws `service_unavailable` (Redis); the account may have been stored anyway (and if it
+   * was, it is indexed).
    */
   createAccount(account: AccountRecord): Promise<void>;
   /**
@@ -221,6 +242,16 @@ export interface Store {
    * @throws `service_unavailable` (Redis).
    */
   hasAccounts(): Promise<boolean>;
+  /**
+   * The accounts whose email is `email`, exactly but ignoring case and surrounding spaces (both
+   * sides are trimmed and lower-cased), in no particular order; [] when none (Admin's
+   * SearchAccounts). Emails never change after `createAccount`, which indexes them. The Redis
+   * store also indexes accounts created before the index existed, once per database, in the
+   * background after it starts (see `createRedisStore`): until that pass ends, such an account
+   * may be missing from the answer.
+   * @throws `service_unavailable` (Redis).
+   */
+  findAccountsByEmail(email: string): Promise<AccountRecord[]>;
 
   /**
    * Stores a new API key (its hash, never its secret).
@@ -291,6 +322,17 @@ export interface Store {
    * @throws `service_unavailable` (Redis).
    */
   balance(request: BalanceRequest): Promise<Balance>;
+  /**
+   * A period's charges by UTC day: only days that were charged, ascending by date. Each settle
+   * that charges more than 0 (a spend-cap abort's partial charge too) adds its charge to its day
+   * in the same atomic step as to `spent`, so the days sum to exactly what `spent` grew by since
+   * day totals were kept (spend settled before then counts in `spent` on no day). The day is the
+   * settle's time (`nowMs`, or the Redis server's clock): the UTC date, or, when that date lies
+   * outside the period (a call of the 30th settled just after midnight on the 1st), the nearest
+   * day of the period, so that a period's days hold all its spend.
+   * @throws `service_unavailable` (Redis).
+   */
+  spendByDay(request: SpendByDayRequest): Promise<DaySpend[]>;
 
   /**
    * One page of an account's usage records, newest first. A walk neither skips nor repeats a

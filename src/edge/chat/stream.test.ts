@@ -40,7 +40,7 @@ async function chunksOf(
     keepAliveMs: 60_000,
     writeTimeoutMs: 10_000,
     logger: silentLogger,
-    links: { docsBaseUrl: "http://d", portalUrl: "http://p" },
+    links: { publicUrl: "http://sluice.test" },
   };
   server = createServer((_req, res) => void streamChat(res, deps, events(), {}));
   await new Promise<void>((resolve) => server?.listen(0, "127.0.0.1", () => resolve()));

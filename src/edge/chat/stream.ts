@@ -6,7 +6,8 @@ import {
   type StreamChatCompletionResponse,
   type Usage,
 } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
-import { isBillingUnknown, reasonOf, STREAM_INTERNAL_ERROR, streamAbortPayload } from "../../errors/catalogue.ts";
+import { isBillingUnknown, reasonOf, STREAM_INTERNAL_ERROR } from "../../errors/catalogue.ts";
+import { streamAbortPayload } from "../../errors/envelope.ts";
 import { type CallFacts, markFirstToken, startFacts } from "../../call-facts.ts";
 import { noteReason } from "../access.ts";
 import type { EdgeDeps } from "../context.ts";

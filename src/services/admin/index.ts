@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { z } from "zod";
 import { type AdminService, PaymentStatus, SubscriptionStatus } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { sluiceError } from "../../errors/catalogue.ts";
 import type { AccountPatch, AccountRecord, ApiKeyRecord, Store } from "../../store/store.ts";
+import { apiKeyToProto, listApiKeysOldestFirst } from "../api-keys.ts";
 import { displayPrefix, generateApiKey, hashApiKey } from "../auth/api-key.ts";
 import { periodOf } from "../completion/pricing.ts";
+import { spendByDay } from "../spend-by-day.ts";
 import { listUsagePage, usageRecordToProto } from "../usage-records.ts";
 
 /** Rate-limit defaults of DESIGN: 10 requests per second with a burst of 10. */
@@ -37,17 +38,11 @@ const SUBSCRIPTION: Record<SubscriptionStatus, AccountRecord["subscriptionStatus
   [SubscriptionStatus.CANCELED]: "canceled",
 };
 
-function keyToProto(k: ApiKeyRecord) {
-  return {
-    id: k.id,
-    accountId: k.accountId,
-    prefix: k.prefix,
-    rateLimitRps: k.rateLimitRps,
-    burst: k.burst,
-    revoked: k.revoked,
-    createTime: timestampFromMs(k.createTimeMs),
-  };
-}
+/** Admin's `ApiKey`: the shared public fields, and the account id. */
+const keyToProto = (k: ApiKeyRecord) => ({ ...apiKeyToProto(k), accountId: k.accountId });
+
+/** SearchAccounts answers at most this many accounts (the proto promises it). */
+export const MAX_SEARCH_RESULTS = 100;
 
 export interface AdminDeps {
   store: Store;
@@ -149,14 +144,26 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
 
     async listApiKeys(req) {
       const { id } = await mustGetAccount(req.accountId);
-      const keys = await store.listApiKeys(id);
-      return { apiKeys: keys.sort((a, b) => a.createTimeMs - b.createTimeMs).map(keyToProto) };
+      return { apiKeys: (await listApiKeysOldestFirst(store, id)).map(keyToProto) };
     },
 
     async listUsageRecords(req) {
       const { id } = await mustGetAccount(req.accountId);
       const page = await listUsagePage(store, id, req.pageSize, req.pageToken);
       return { usageRecords: page.records.map(usageRecordToProto), nextPageToken: page.nextPageToken };
+    },
+
+    async searchAccounts(req) {
+      // An empty query finds nothing and is no error: the console checks an admin token with it.
+      const query = req.query.trim();
+      if (query === "") return { accounts: [] };
+      const [byId, byEmail] = await Promise.all([store.getAccount(query), store.findAccountsByEmail(query)]);
+      const found = byId ? [byId] : byEmail.sort((a, b) => b.createTimeMs - a.createTimeMs);
+      return { accounts: await Promise.all(found.slice(0, MAX_SEARCH_RESULTS).map(accountToProto)) };
+    },
+
+    async getSpendByDay(req) {
+      return spendByDay(store, await mustGetAccount(req.accountId), deps.now());
     },
   };
 }

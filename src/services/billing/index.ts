@@ -1,8 +1,10 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { BillingService } from "../../../gen/sluice/billing/v1/billing_service_pb.ts";
 import type { Store } from "../../store/store.ts";
+import { standingReasonOf } from "../account-standing.ts";
 import { requirePrincipal } from "../auth/index.ts";
 import { periodOf } from "../completion/pricing.ts";
+import { spendByDay } from "../spend-by-day.ts";
 import { listUsagePage, usageRecordToProto } from "../usage-records.ts";
 
 /** The caller's own view of its billing period and usage records. */
@@ -21,12 +23,19 @@ export function createBillingService(deps: { store: Store; now: () => number }):
         ...(account?.spendCapUsdMicros !== undefined && { spendCapUsdMicros: BigInt(account.spendCapUsdMicros) }),
         spentUsdMicros: BigInt(balance.spentUsdMicros),
         reservedUsdMicros: BigInt(balance.reservedUsdMicros),
+        // The rule chat calls obey; a missing account is refused as a bad key, not for standing.
+        standingReason: (account && standingReasonOf(account)) ?? "",
       };
     },
     async listUsageRecords(req, ctx) {
       const { accountId } = requirePrincipal(ctx.values);
       const page = await listUsagePage(deps.store, accountId, req.pageSize, req.pageToken);
       return { usageRecords: page.records.map(usageRecordToProto), nextPageToken: page.nextPageToken };
+    },
+    async getSpendByDay(_req, ctx) {
+      const { accountId } = requirePrincipal(ctx.values);
+      const account = (await deps.store.getAccount(accountId)) ?? { id: accountId };
+      return spendByDay(deps.store, account, deps.now());
     },
   };
 }

@@ -263,7 +263,12 @@ async function pump(
             const charge = Math.min(reserved, costUsdMicros(model, promptTokens, delivered.tokens));
             const outcome = counted(
               deps,
-              await settleResolved(deps.store, { ...hold, chargeUsdMicros: charge }, options, deps.calls.track),
+              await settleResolved(
+                deps.store,
+                { ...hold, chargeUsdMicros: charge, nowMs: deps.now() },
+                options,
+                deps.calls.track,
+              ),
             );
             if (outcome === "settled") observer.billed(promptTokens, delivered.tokens, charge);
             errorType = "spend_cap_exceeded";
@@ -301,6 +306,7 @@ async function pump(
         {
           ...hold,
           chargeUsdMicros: charge,
+          nowMs: deps.now(),
           record: {
             id,
             accountId: account.id,

@@ -4,6 +4,7 @@ import type { Model, ModelRegistry } from "../../engines/models.ts";
 import type { Tokenizer } from "../../engines/tokenizer.ts";
 import { sluiceError } from "../../errors/catalogue.ts";
 import type { AccountRecord, ReserveRequest, Store } from "../../store/store.ts";
+import { standingReasonOf } from "../account-standing.ts";
 import type { Principal } from "../auth/index.ts";
 import { costUsdMicros, periodOf } from "./pricing.ts";
 import type { ChatCall } from "./validate.ts";
@@ -45,13 +46,11 @@ function inputExtras(call: ChatCall): string[] {
   return extras.filter((e) => e !== undefined).map((e) => JSON.stringify(e));
 }
 
-/** Refuses an account that may not make calls (DESIGN step 6). */
+/** Refuses an account that may not make calls (DESIGN step 6), by `standingReasonOf`. */
 function checkAccount(account: AccountRecord | undefined): asserts account is AccountRecord {
   if (!account) throw sluiceError("invalid_api_key");
-  if (!account.onboardingComplete || account.spendCapUsdMicros === undefined)
-    throw sluiceError("onboarding_incomplete");
-  if (account.paymentStatus === "failed") throw sluiceError("payment_failed");
-  if (account.subscriptionStatus === "canceled") throw sluiceError("subscription_canceled");
+  const refused = standingReasonOf(account);
+  if (refused !== undefined) throw sluiceError(refused);
 }
 
 /**

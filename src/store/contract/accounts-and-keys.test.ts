@@ -45,6 +45,36 @@ describe.each(contractBackends())("Store contract: %s", (_name, makeStore) => {
     });
   });
 
+  describe("accounts by email", () => {
+    it("finds every account with an email, ignoring case and surrounding spaces", async () => {
+      const store = await makeStore();
+      const first = account({ email: "Ops@Example.com" });
+      const second = account({ email: "ops@example.COM", createTimeMs: first.createTimeMs + 1 });
+      const other = account({ email: "dev@example.com" });
+      for (const a of [first, second, other, account()]) await store.createAccount(a);
+      const byId = (list: { id: string }[]) => [...list].sort((a, b) => (a.id < b.id ? -1 : 1));
+      for (const query of ["ops@example.com", "  OPS@EXAMPLE.COM\t", "Ops@Example.com"])
+        expect(byId(await store.findAccountsByEmail(query))).toEqual(byId([first, second]));
+      expect(await store.findAccountsByEmail("dev@example.com")).toEqual([other]);
+    });
+
+    it("finds nothing for an unknown email, a part of one, or an empty one", async () => {
+      const store = await makeStore();
+      await store.createAccount(account({ email: "ops@example.com" }));
+      for (const query of ["nobody@example.com", "ops@example", "ops", "", "  "])
+        expect(await store.findAccountsByEmail(query)).toEqual([]);
+    });
+
+    it("returns copies", async () => {
+      const store = await makeStore();
+      const acc = account({ email: "ops@example.com" });
+      await store.createAccount(acc);
+      const [found] = await store.findAccountsByEmail(acc.email ?? "");
+      if (found) found.paymentStatus = "failed";
+      expect(await store.findAccountsByEmail("ops@example.com")).toEqual([acc]);
+    });
+  });
+
   describe("api keys", () => {
     it("creates, finds by hash, lists per account (a test reads by id from the list) and revokes", async () => {
       const { store, acc } = await withAccount(makeStore);

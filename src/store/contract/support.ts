@@ -129,12 +129,13 @@ export async function withAccount(makeStore: MakeStore, capUsdMicros: number | n
       ...extra,
     });
   const balance = (nowMs = NOW, period = PERIOD) => store.balance({ accountId: acc.id, period, nowMs });
-  const settle = (reservationId: string, chargeUsdMicros: number, withRecord = true) =>
+  const settle = (reservationId: string, chargeUsdMicros: number, withRecord = true, nowMs = NOW) =>
     store.settle({
       accountId: acc.id,
       period: PERIOD,
       reservationId,
       chargeUsdMicros,
+      nowMs,
       ...(withRecord && { record: { ...record(acc.id, reservationId), costUsdMicros: chargeUsdMicros } }),
     });
   const release = (reservationId: string) => store.release({ accountId: acc.id, period: PERIOD, reservationId });

@@ -13,6 +13,7 @@ describe.each(contractBackends())("Store contract: %s", (_name, makeStore) => {
           period: PERIOD,
           reservationId: `u${i}`,
           chargeUsdMicros: 13,
+          nowMs: NOW + i,
           record: record(ctx.acc.id, `u${i}`, NOW + i),
         });
       }
@@ -50,6 +51,7 @@ describe.each(contractBackends())("Store contract: %s", (_name, makeStore) => {
         period: PERIOD,
         reservationId: "u6",
         chargeUsdMicros: 13,
+        nowMs: NOW + 6,
         record: record(acc.id, "u6", NOW + 6),
       });
       const page2 = await page(store, acc.id, 2, page1.nextPageToken);

@@ -30,7 +30,7 @@ async function withAccount(options: Parameters<typeof createMemoryStore>[0] = {}
   const ref = (reservationId: string): ReservationRef => ({ accountId, period: PERIOD, reservationId });
   const take = (reservationId: string, nowMs = NOW) =>
     store.extendReservation({ ...ref(reservationId), minimum: 1, maximum: 10, ttlMs: 60_000, nowMs });
-  const settle = (reservationId: string) => store.settle({ ...ref(reservationId), chargeUsdMicros: 10 });
+  const settle = (reservationId: string) => store.settle({ ...ref(reservationId), chargeUsdMicros: 10, nowMs: NOW });
   const balance = (nowMs = NOW) => store.balance({ accountId, period: PERIOD, nowMs });
   return { store, ref, take, settle, balance };
 }

@@ -1,3 +1,5 @@
+import { dayInPeriod, daySpends } from "../days.ts";
+import { normalizeEmail } from "../email.ts";
 import { gcra } from "../gcra.ts";
 import { decodePageToken, encodePageToken } from "../page-token.ts";
 import type {
@@ -20,6 +22,8 @@ interface Reservation {
 
 interface PeriodState {
   spent: number;
+  /** What `spent` grew by on each UTC date ("YYYY-MM-DD"), for `spendByDay`. */
+  days: Map<string, number>;
   reservations: Map<string, Reservation>;
 }
 
@@ -79,6 +83,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   const closedKeepMs = options.closedKeepMs ?? CLOSED_KEEP_MS;
   const maxClosedIds = options.maxClosedIds ?? MAX_CLOSED_IDS;
   const accounts = new Map<string, AccountRecord>();
+  /** Account ids by normalized email (`normalizeEmail`), for `findAccountsByEmail`. */
+  const accountsByEmail = new Map<string, Set<string>>();
   const keys = new Map<string, ApiKeyRecord>();
   const keysByHash = new Map<string, string>();
   /** GCRA theoretical arrival time per key id. */
@@ -95,7 +101,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     const id = periodKey(accountId, period);
     let state = periods.get(id);
     if (!state) {
-      state = { spent: 0, reservations: new Map() };
+      state = { spent: 0, days: new Map(), reservations: new Map() };
       periods.set(id, state);
     }
     return state;
@@ -156,6 +162,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   return {
     async createAccount(account) {
       accounts.set(account.id, { ...account });
+      if (account.email === undefined) return;
+      const email = normalizeEmail(account.email);
+      accountsByEmail.set(email, (accountsByEmail.get(email) ?? new Set()).add(account.id));
     },
     async getAccount(accountId) {
       return copy(accounts.get(accountId));
@@ -168,6 +177,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     },
     async hasAccounts() {
       return accounts.size > 0;
+    },
+    async findAccountsByEmail(email) {
+      const ids = [...(accountsByEmail.get(normalizeEmail(email)) ?? [])];
+      return ids.map((id) => copy(accounts.get(id))).filter((a): a is AccountRecord => a !== undefined);
     },
 
     async createApiKey(key) {
@@ -208,6 +221,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       for (const r of state.reservations.values()) others += r.amount;
       const charge = Math.max(0, Math.min(request.chargeUsdMicros, cap - state.spent - others));
       state.spent += charge;
+      if (charge > 0) {
+        const day = dayInPeriod(request.nowMs, request.period);
+        state.days.set(day, (state.days.get(day) ?? 0) + charge);
+      }
       if (request.record) {
         const list = usage.get(request.accountId) ?? [];
         list.push({ ...request.record, costUsdMicros: charge });
@@ -225,6 +242,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     async balance({ accountId, period, nowMs }): Promise<Balance> {
       const state = periods.get(periodKey(accountId, period));
       return { spentUsdMicros: state?.spent ?? 0, reservedUsdMicros: liveReserved(state, nowMs) };
+    },
+    async spendByDay({ accountId, period }) {
+      return daySpends(periods.get(periodKey(accountId, period))?.days ?? []);
     },
 
     async listUsageRecords({ accountId, pageSize, pageToken }): Promise<UsagePage> {

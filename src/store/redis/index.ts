@@ -1,7 +1,10 @@
 import type { RedisClient } from "./client.ts";
 import type { AccountRecord, ApiKeyRecord, RateCharge, Store, UsagePage, UsageRecordRow } from "../store.ts";
+import { daySpends, periodBounds } from "../days.ts";
+import { normalizeEmail } from "../email.ts";
 import { createTtlCache } from "./cache.ts";
 import { DEFAULT_COMMAND_TIMEOUT_MS, guarded as guardedWithin } from "./client.ts";
+import { backfillEmailIndex, type EmailBackfill } from "./email-index.ts";
 import { createKeys } from "./keys.ts";
 import { decodeStreamToken, encodeStreamToken } from "./stream-token.ts";
 import { accountFields, apiKeyFields, parseAccount, parseApiKey, parseUsage, usageFields } from "./records.ts";
@@ -23,6 +26,20 @@ export interface RedisStoreOptions {
   serverTime?: boolean;
   /** How long a caller waits for an answer before the store fails with 503 (`SLUICE_STORE_TIMEOUT_MS`). */
   commandTimeoutMs?: number;
+  /**
+   * Whether the store starts the one-time email index backfill (`backfillEmailIndex`) in the
+   * background; default true. Tests of the backfill itself turn it off to run it by hand.
+   */
+  backfillEmailIndex?: boolean;
+}
+
+/** The Redis store, with the background email index backfill it started. */
+export interface RedisStore extends Store {
+  /**
+   * How the backfill this store started ended (it never rejects); `skipped` when
+   * `backfillEmailIndex` was off.
+   */
+  emailIndexBackfill: Promise<EmailBackfill>;
 }
 
 /**
@@ -49,8 +66,13 @@ const copy = <T extends object>(value: T | undefined): T | undefined => (value ?
  * The shared store: any number of Sluice processes on any number of machines share accounts,
  * keys, rate limits, holds, spend and usage records through one Redis (or Cluster). Each
  * billing phase is one Lua script, so the billing invariants hold at every instant.
+ *
+ * Making the store starts the one-time email index backfill (`backfillEmailIndex`) and does not
+ * wait for it, so start-up and readiness never wait on a walk of the whole database: once a
+ * database has been backfilled a start costs one EXISTS, and on the first start of a version
+ * with the index, accounts created earlier show in `findAccountsByEmail` when the pass ends.
  */
-export function createRedisStore(options: RedisStoreOptions): Store {
+export function createRedisStore(options: RedisStoreOptions): RedisStore {
   const { redis } = options;
   const timeoutMs = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
   const guarded = <T>(operation: () => Promise<T>) => guardedWithin(operation, timeoutMs);
@@ -86,9 +108,17 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   const loadKey = async (accountId: string, keyId: string) =>
     parseApiKey(keyId, await redis.hgetall(keys.apiKey(accountId, keyId)));
 
+  const emailIndexBackfill: Promise<EmailBackfill> =
+    options.backfillEmailIndex === false ? Promise.resolve({ outcome: "skipped" }) : backfillEmailIndex(redis, keys);
+
   return {
+    emailIndexBackfill,
     createAccount: (account) =>
       guarded(async () => {
+        // The index entry first (another slot, so not one atomic step): a create cut short may
+        // leave an entry for no account, which lookups skip, but never an account it misses.
+        if (account.email !== undefined)
+          await redis.sadd(keys.accountsByEmail(normalizeEmail(account.email)), account.id);
         await redis.hset(keys.account(account.id), accountFields(account));
         await redis.incr(keys.accountCount);
       }),
@@ -103,6 +133,12 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         return loadAccount(accountId);
       }),
     hasAccounts: () => guarded(async () => num(await redis.get(keys.accountCount)) > 0),
+    findAccountsByEmail: (email) =>
+      guarded(async () => {
+        const ids = await redis.smembers(keys.accountsByEmail(normalizeEmail(email)));
+        const found = await Promise.all(ids.map(loadAccount));
+        return found.filter((a): a is AccountRecord => a !== undefined);
+      }),
 
     createApiKey: (key) =>
       guarded(async () => {
@@ -171,6 +207,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     settle: (request) =>
       guarded(async () => {
         const p = keys.period(request.accountId, request.period);
+        const bounds = periodBounds(request.period);
         const charged = await scripts.settle.run(
           redis,
           [
@@ -184,11 +221,15 @@ export function createRedisStore(options: RedisStoreOptions): Store {
             keys.account(request.accountId),
             p.released,
             p.partials,
+            p.days,
           ],
           [
             request.reservationId,
             request.chargeUsdMicros,
             SETTLED_KEEP_SECONDS,
+            now(request.nowMs),
+            bounds.first,
+            bounds.last,
             ...(request.record ? usageFields(request.record) : []),
           ],
         );
@@ -213,6 +254,11 @@ export function createRedisStore(options: RedisStoreOptions): Store {
           [now(nowMs)],
         )) as number[];
         return { spentUsdMicros: num(r[0]), reservedUsdMicros: num(r[1]) };
+      }),
+    spendByDay: ({ accountId, period }) =>
+      guarded(async () => {
+        const totals = await redis.hgetall(keys.period(accountId, period).days);
+        return daySpends(Object.entries(totals).map(([date, spent]) => [date, num(spent)] as const));
       }),
 
     async listUsageRecords({ accountId, pageSize, pageToken }): Promise<UsagePage> {

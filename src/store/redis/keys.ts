@@ -6,11 +6,27 @@
  */
 export function createKeys(prefix: string) {
   const account = (id: string) => `${prefix}:{a:${id}}`;
+  const [accountHead, accountTail] = [`${prefix}:{a:`, "}:account"];
   return {
     /** Accounts ever created (a retried create may count twice): `hasAccounts` reads it. */
     accountCount: `${prefix}:accounts:count`,
     invalidations: `${prefix}:invalidate`,
+    /**
+     * Ids of the accounts with one email (normalized by `normalizeEmail`), for
+     * `findAccountsByEmail`: written by `createAccount` (emails never change), never expires.
+     */
+    accountsByEmail: (normalizedEmail: string) => `${prefix}:accounts-by-email:${normalizedEmail}`,
+    /** Set once the email index holds every account created before it existed (`backfillEmailIndex`). */
+    emailIndexBackfilled: `${prefix}:migrations:accounts-by-email`,
     account: (id: string) => `${account(id)}:account`,
+    /** A SCAN MATCH pattern for every account hash (the prefix's glob characters escaped). */
+    accountPattern: `${prefix.replace(/[*?[\]\\]/g, "\\$&")}:{a:*}:account`,
+    /** The account id of an account hash's key, or undefined for any other key. */
+    accountIdOf: (key: string): string | undefined => {
+      const id = key.slice(accountHead.length, -accountTail.length);
+      const matches = key.startsWith(accountHead) && key.endsWith(accountTail) && id.length > 0 && !id.includes("}");
+      return matches ? id : undefined;
+    },
     accountKeys: (id: string) => `${account(id)}:keys`,
     apiKey: (accountId: string, keyId: string) => `${account(accountId)}:key:${keyId}`,
     keyByHash: (hash: string) => `${prefix}:key-by-hash:${hash}`,
@@ -34,6 +50,11 @@ export function createKeys(prefix: string) {
         partial: `${base}:partial`,
         /** Spend-cap aborts' charges by completion id, so a ledger can be checked call by call. */
         partials: `${base}:partials`,
+        /**
+         * What `spent` grew by on each UTC date of the period (field "YYYY-MM-DD"), for
+         * `spendByDay`. Like `spent` and `partial`, and unlike the id sets, it never expires.
+         */
+        days: `${base}:days`,
       };
     },
   };

@@ -93,15 +93,39 @@ return {1, burst, math.max(0, math.floor((now - allowAt) / interval)), math.ceil
 `;
 
 /**
+ * The UTC date ("YYYY-MM-DD") of an instant in ms, for the day totals of SETTLE: Lua in Redis has
+ * no calendar (no os.date), so this is the civil-from-days algorithm (H. Hinnant), in integers.
+ */
+const UTC_DATE = `
+local function utcDate(ms)
+  local z = math.floor(ms / 86400000) + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d-%02d', y, m, d)
+end
+`;
+
+/**
  * Replaces a hold by its charge and, for a completed call, appends its usage record, once per
  * id. The charge never takes spent plus the other holds past the cap: a call whose hold was
  * lost (a long outage) is charged only what the cap still allows, and its record says so.
  * A spend-cap abort's charge is kept by id (partials) besides the period's sum (partial).
- * KEYS: spent, resv, resv-exp, reserved, settled, usage stream, partial, account, released, partials.
- * ARGV: id, charge, settled-set ttl s, then record fields (none for an abort).
+ * A charge above 0 is added to its day (days), in the same step as to spent: the settle's UTC
+ * date (by ARGV now, or the server's clock when it is empty), clamped into [first, last].
+ * KEYS: spent, resv, resv-exp, reserved, settled, usage stream, partial, account, released,
+ * partials, days.
+ * ARGV: id, charge, settled-set ttl s, now ms, the period's first and last dates, then record
+ * fields (none for an abort).
  * Returns the amount charged, -1 when the id was settled before, -2 when it was released.
  */
-export const SETTLE = `
+export const SETTLE = `${NOW}${UTC_DATE}
 local id, charge, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if redis.call('SISMEMBER', KEYS[9], id) == 1 then return -2 end
 if redis.call('SADD', KEYS[5], id) == 0 then return -1 end
@@ -117,8 +141,13 @@ local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
 local others = tonumber(redis.call('GET', KEYS[4]) or '0')
 charge = math.max(0, math.min(charge, cap - spent - others))
 redis.call('INCRBY', KEYS[1], charge)
-if #ARGV > 3 then
-  local fields = {unpack(ARGV, 4)}
+if charge > 0 then
+  local day = utcDate(clock(ARGV[4]))
+  if day < ARGV[5] then day = ARGV[5] elseif day > ARGV[6] then day = ARGV[6] end
+  redis.call('HINCRBY', KEYS[11], day, charge)
+end
+if #ARGV > 6 then
+  local fields = {unpack(ARGV, 7)}
   for i = 1, #fields - 1, 2 do
     if fields[i] == 'cost' then fields[i + 1] = tostring(charge) end
   end

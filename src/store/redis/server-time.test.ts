@@ -47,7 +47,7 @@ describe("Redis store clock", () => {
         ttlMs: 60_000,
         nowMs,
       });
-    return { a, b, hold };
+    return { a, b, hold, accountId };
   }
 
   it("refuses a second hold from a process whose clock runs 61 s ahead", async () => {
@@ -60,5 +60,17 @@ describe("Redis store clock", () => {
     const { a, b, hold } = await twoProcesses(false);
     expect(await hold(a, "first", Date.now())).toBe(1_000);
     expect(await hold(b, "second", Date.now() + 61_000)).toBe(1_000);
+  });
+
+  it("counts a charge on the server's day, whatever the caller's clock says", async () => {
+    const { a, accountId } = await twoProcesses(true);
+    const today = new Date().toISOString().slice(0, 10);
+    const period = today.slice(0, 7);
+    await a.settle({ accountId, period, reservationId: "s1", chargeUsdMicros: 5, nowMs: Date.UTC(1999, 0, 15) });
+    // A settle at midnight may see tomorrow's date; either way it is the server's, not 1999's.
+    const days = await a.spendByDay({ accountId, period });
+    expect(days).toHaveLength(1);
+    const date = days[0]?.date ?? "";
+    expect(date.startsWith(`${period}-`) && date >= today).toBe(true);
   });
 });

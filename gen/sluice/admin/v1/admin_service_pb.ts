@@ -14,7 +14,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file sluice/admin/v1/admin_service.proto.
  */
 export const file_sluice_admin_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNzbHVpY2UvYWRtaW4vdjEvYWRtaW5fc2VydmljZS5wcm90bxIPc2x1aWNlLmFkbWluLnYxIs0CCgdBY2NvdW50EgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESIQoUc3BlbmRfY2FwX3VzZF9taWNyb3MYAyABKANIAYgBARIbChNvbmJvYXJkaW5nX2NvbXBsZXRlGAQgASgIEjYKDnBheW1lbnRfc3RhdHVzGAUgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXMSQAoTc3Vic2NyaXB0aW9uX3N0YXR1cxgGIAEoDjIjLnNsdWljZS5hZG1pbi52MS5TdWJzY3JpcHRpb25TdGF0dXMSDgoGcGVyaW9kGAcgASgJEhgKEHNwZW50X3VzZF9taWNyb3MYCCABKAMSGwoTcmVzZXJ2ZWRfdXNkX21pY3JvcxgJIAEoA0IICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIo0BChRDcmVhdGVBY2NvdW50UmVxdWVzdBISCgVlbWFpbBgBIAEoCUgAiAEBEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSAGIAQESGwoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEIICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIkIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRIpCgdhY2NvdW50GAEgASgLMhguc2x1aWNlLmFkbWluLnYxLkFjY291bnQiJwoRR2V0QWNjb3VudFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSI/ChJHZXRBY2NvdW50UmVzcG9uc2USKQoHYWNjb3VudBgBIAEoCzIYLnNsdWljZS5hZG1pbi52MS5BY2NvdW50Is8CChRVcGRhdGVBY2NvdW50UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESIAoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEgBiAEBEjsKDnBheW1lbnRfc3RhdHVzGAQgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXNIAogBARJFChNzdWJzY3JpcHRpb25fc3RhdHVzGAUgASgOMiMuc2x1aWNlLmFkbWluLnYxLlN1YnNjcmlwdGlvblN0YXR1c0gDiAEBQhcKFV9zcGVuZF9jYXBfdXNkX21pY3Jvc0IWChRfb25ib2FyZGluZ19jb21wbGV0ZUIRCg9fcGF5bWVudF9zdGF0dXNCFgoUX3N1YnNjcmlwdGlvbl9zdGF0dXMiQgoVVXBkYXRlQWNjb3VudFJlc3BvbnNlEikKB2FjY291bnQYASABKAsyGC5zbHVpY2UuYWRtaW4udjEuQWNjb3VudCKhAQoGQXBpS2V5EgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSDgoGcHJlZml4GAMgASgJEhYKDnJhdGVfbGltaXRfcnBzGAQgASgBEg0KBWJ1cnN0GAUgASgNEg8KB3Jldm9rZWQYBiABKAgSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIncKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIbCg5yYXRlX2xpbWl0X3JwcxgCIAEoAUgAiAEBEhIKBWJ1cnN0GAMgASgNSAGIAQFCEQoPX3JhdGVfbGltaXRfcnBzQggKBl9idXJzdCJQChRDcmVhdGVBcGlLZXlSZXNwb25zZRIoCgdhcGlfa2V5GAEgASgLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleRIOCgZzZWNyZXQYAiABKAkiKQoTUmV2b2tlQXBpS2V5UmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJIkAKFFJldm9rZUFwaUtleVJlc3BvbnNlEigKB2FwaV9rZXkYASABKAsyFy5zbHVpY2UuYWRtaW4udjEuQXBpS2V5IigKEkxpc3RBcGlLZXlzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJIkAKE0xpc3RBcGlLZXlzUmVzcG9uc2USKQoIYXBpX2tleXMYASADKAsyFy5zbHVpY2UuYWRtaW4udjEuQXBpS2V5IswBCgtVc2FnZVJlY29yZBIKCgJpZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEhIKCmFwaV9rZXlfaWQYAyABKAkSDQoFbW9kZWwYBCABKAkSFQoNcHJvbXB0X3Rva2VucxgFIAEoAxIZChFjb21wbGV0aW9uX3Rva2VucxgGIAEoAxIXCg9jb3N0X3VzZF9taWNyb3MYByABKAMSLwoLY3JlYXRlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlQKF0xpc3RVc2FnZVJlY29yZHNSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiaAoYTGlzdFVzYWdlUmVjb3Jkc1Jlc3BvbnNlEjMKDXVzYWdlX3JlY29yZHMYASADKAsyHC5zbHVpY2UuYWRtaW4udjEuVXNhZ2VSZWNvcmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKmEKDVBheW1lbnRTdGF0dXMSHgoaUEFZTUVOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIVChFQQVlNRU5UX1NUQVRVU19PSxABEhkKFVBBWU1FTlRfU1RBVFVTX0ZBSUxFRBACKnsKElN1YnNjcmlwdGlvblN0YXR1cxIjCh9TVUJTQ1JJUFRJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASHgoaU1VCU0NSSVBUSU9OX1NUQVRVU19BQ1RJVkUQARIgChxTVUJTQ1JJUFRJT05fU1RBVFVTX0NBTkNFTEVEEAIyogUKDEFkbWluU2VydmljZRJeCg1DcmVhdGVBY2NvdW50EiUuc2x1aWNlLmFkbWluLnYxLkNyZWF0ZUFjY291bnRSZXF1ZXN0GiYuc2x1aWNlLmFkbWluLnYxLkNyZWF0ZUFjY291bnRSZXNwb25zZRJVCgpHZXRBY2NvdW50EiIuc2x1aWNlLmFkbWluLnYxLkdldEFjY291bnRSZXF1ZXN0GiMuc2x1aWNlLmFkbWluLnYxLkdldEFjY291bnRSZXNwb25zZRJeCg1VcGRhdGVBY2NvdW50EiUuc2x1aWNlLmFkbWluLnYxLlVwZGF0ZUFjY291bnRSZXF1ZXN0GiYuc2x1aWNlLmFkbWluLnYxLlVwZGF0ZUFjY291bnRSZXNwb25zZRJbCgxDcmVhdGVBcGlLZXkSJC5zbHVpY2UuYWRtaW4udjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBolLnNsdWljZS5hZG1pbi52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJbCgxSZXZva2VBcGlLZXkSJC5zbHVpY2UuYWRtaW4udjEuUmV2b2tlQXBpS2V5UmVxdWVzdBolLnNsdWljZS5hZG1pbi52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJYCgtMaXN0QXBpS2V5cxIjLnNsdWljZS5hZG1pbi52MS5MaXN0QXBpS2V5c1JlcXVlc3QaJC5zbHVpY2UuYWRtaW4udjEuTGlzdEFwaUtleXNSZXNwb25zZRJnChBMaXN0VXNhZ2VSZWNvcmRzEiguc2x1aWNlLmFkbWluLnYxLkxpc3RVc2FnZVJlY29yZHNSZXF1ZXN0Gikuc2x1aWNlLmFkbWluLnYxLkxpc3RVc2FnZVJlY29yZHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CiNzbHVpY2UvYWRtaW4vdjEvYWRtaW5fc2VydmljZS5wcm90bxIPc2x1aWNlLmFkbWluLnYxIs0CCgdBY2NvdW50EgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESIQoUc3BlbmRfY2FwX3VzZF9taWNyb3MYAyABKANIAYgBARIbChNvbmJvYXJkaW5nX2NvbXBsZXRlGAQgASgIEjYKDnBheW1lbnRfc3RhdHVzGAUgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXMSQAoTc3Vic2NyaXB0aW9uX3N0YXR1cxgGIAEoDjIjLnNsdWljZS5hZG1pbi52MS5TdWJzY3JpcHRpb25TdGF0dXMSDgoGcGVyaW9kGAcgASgJEhgKEHNwZW50X3VzZF9taWNyb3MYCCABKAMSGwoTcmVzZXJ2ZWRfdXNkX21pY3JvcxgJIAEoA0IICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIo0BChRDcmVhdGVBY2NvdW50UmVxdWVzdBISCgVlbWFpbBgBIAEoCUgAiAEBEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSAGIAQESGwoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEIICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIkIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRIpCgdhY2NvdW50GAEgASgLMhguc2x1aWNlLmFkbWluLnYxLkFjY291bnQiJwoRR2V0QWNjb3VudFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSI/ChJHZXRBY2NvdW50UmVzcG9uc2USKQoHYWNjb3VudBgBIAEoCzIYLnNsdWljZS5hZG1pbi52MS5BY2NvdW50Is8CChRVcGRhdGVBY2NvdW50UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESIAoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEgBiAEBEjsKDnBheW1lbnRfc3RhdHVzGAQgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXNIAogBARJFChNzdWJzY3JpcHRpb25fc3RhdHVzGAUgASgOMiMuc2x1aWNlLmFkbWluLnYxLlN1YnNjcmlwdGlvblN0YXR1c0gDiAEBQhcKFV9zcGVuZF9jYXBfdXNkX21pY3Jvc0IWChRfb25ib2FyZGluZ19jb21wbGV0ZUIRCg9fcGF5bWVudF9zdGF0dXNCFgoUX3N1YnNjcmlwdGlvbl9zdGF0dXMiQgoVVXBkYXRlQWNjb3VudFJlc3BvbnNlEikKB2FjY291bnQYASABKAsyGC5zbHVpY2UuYWRtaW4udjEuQWNjb3VudCKhAQoGQXBpS2V5EgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSDgoGcHJlZml4GAMgASgJEhYKDnJhdGVfbGltaXRfcnBzGAQgASgBEg0KBWJ1cnN0GAUgASgNEg8KB3Jldm9rZWQYBiABKAgSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIncKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIbCg5yYXRlX2xpbWl0X3JwcxgCIAEoAUgAiAEBEhIKBWJ1cnN0GAMgASgNSAGIAQFCEQoPX3JhdGVfbGltaXRfcnBzQggKBl9idXJzdCJQChRDcmVhdGVBcGlLZXlSZXNwb25zZRIoCgdhcGlfa2V5GAEgASgLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleRIOCgZzZWNyZXQYAiABKAkiKQoTUmV2b2tlQXBpS2V5UmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJIkAKFFJldm9rZUFwaUtleVJlc3BvbnNlEigKB2FwaV9rZXkYASABKAsyFy5zbHVpY2UuYWRtaW4udjEuQXBpS2V5IigKEkxpc3RBcGlLZXlzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJIkAKE0xpc3RBcGlLZXlzUmVzcG9uc2USKQoIYXBpX2tleXMYASADKAsyFy5zbHVpY2UuYWRtaW4udjEuQXBpS2V5IswBCgtVc2FnZVJlY29yZBIKCgJpZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEhIKCmFwaV9rZXlfaWQYAyABKAkSDQoFbW9kZWwYBCABKAkSFQoNcHJvbXB0X3Rva2VucxgFIAEoAxIZChFjb21wbGV0aW9uX3Rva2VucxgGIAEoAxIXCg9jb3N0X3VzZF9taWNyb3MYByABKAMSLwoLY3JlYXRlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlQKF0xpc3RVc2FnZVJlY29yZHNSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiaAoYTGlzdFVzYWdlUmVjb3Jkc1Jlc3BvbnNlEjMKDXVzYWdlX3JlY29yZHMYASADKAsyHC5zbHVpY2UuYWRtaW4udjEuVXNhZ2VSZWNvcmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiYKFVNlYXJjaEFjY291bnRzUmVxdWVzdBINCgVxdWVyeRgBIAEoCSJEChZTZWFyY2hBY2NvdW50c1Jlc3BvbnNlEioKCGFjY291bnRzGAEgAygLMhguc2x1aWNlLmFkbWluLnYxLkFjY291bnQiKgoUR2V0U3BlbmRCeURheVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSLDAQoVR2V0U3BlbmRCeURheVJlc3BvbnNlEg4KBnBlcmlvZBgBIAEoCRInCgRkYXlzGAIgAygLMhkuc2x1aWNlLmFkbWluLnYxLkRheVNwZW5kEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAMgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgEIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGAUgASgDQhcKFV9zcGVuZF9jYXBfdXNkX21pY3JvcyIyCghEYXlTcGVuZBIMCgRkYXRlGAEgASgJEhgKEHNwZW50X3VzZF9taWNyb3MYAiABKAMqYQoNUGF5bWVudFN0YXR1cxIeChpQQVlNRU5UX1NUQVRVU19VTlNQRUNJRklFRBAAEhUKEVBBWU1FTlRfU1RBVFVTX09LEAESGQoVUEFZTUVOVF9TVEFUVVNfRkFJTEVEEAIqewoSU3Vic2NyaXB0aW9uU3RhdHVzEiMKH1NVQlNDUklQVElPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIeChpTVUJTQ1JJUFRJT05fU1RBVFVTX0FDVElWRRABEiAKHFNVQlNDUklQVElPTl9TVEFUVVNfQ0FOQ0VMRUQQAjLlBgoMQWRtaW5TZXJ2aWNlEl4KDUNyZWF0ZUFjY291bnQSJS5zbHVpY2UuYWRtaW4udjEuQ3JlYXRlQWNjb3VudFJlcXVlc3QaJi5zbHVpY2UuYWRtaW4udjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlElUKCkdldEFjY291bnQSIi5zbHVpY2UuYWRtaW4udjEuR2V0QWNjb3VudFJlcXVlc3QaIy5zbHVpY2UuYWRtaW4udjEuR2V0QWNjb3VudFJlc3BvbnNlEl4KDVVwZGF0ZUFjY291bnQSJS5zbHVpY2UuYWRtaW4udjEuVXBkYXRlQWNjb3VudFJlcXVlc3QaJi5zbHVpY2UuYWRtaW4udjEuVXBkYXRlQWNjb3VudFJlc3BvbnNlElsKDENyZWF0ZUFwaUtleRIkLnNsdWljZS5hZG1pbi52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiUuc2x1aWNlLmFkbWluLnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlElsKDFJldm9rZUFwaUtleRIkLnNsdWljZS5hZG1pbi52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiUuc2x1aWNlLmFkbWluLnYxLlJldm9rZUFwaUtleVJlc3BvbnNlElgKC0xpc3RBcGlLZXlzEiMuc2x1aWNlLmFkbWluLnYxLkxpc3RBcGlLZXlzUmVxdWVzdBokLnNsdWljZS5hZG1pbi52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlEmcKEExpc3RVc2FnZVJlY29yZHMSKC5zbHVpY2UuYWRtaW4udjEuTGlzdFVzYWdlUmVjb3Jkc1JlcXVlc3QaKS5zbHVpY2UuYWRtaW4udjEuTGlzdFVzYWdlUmVjb3Jkc1Jlc3BvbnNlEmEKDlNlYXJjaEFjY291bnRzEiYuc2x1aWNlLmFkbWluLnYxLlNlYXJjaEFjY291bnRzUmVxdWVzdBonLnNsdWljZS5hZG1pbi52MS5TZWFyY2hBY2NvdW50c1Jlc3BvbnNlEl4KDUdldFNwZW5kQnlEYXkSJS5zbHVpY2UuYWRtaW4udjEuR2V0U3BlbmRCeURheVJlcXVlc3QaJi5zbHVpY2UuYWRtaW4udjEuR2V0U3BlbmRCeURheVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * Account is a billed customer.
@@ -605,6 +605,147 @@ export const ListUsageRecordsResponseSchema: GenMessage<ListUsageRecordsResponse
   messageDesc(file_sluice_admin_v1_admin_service, 16);
 
 /**
+ * SearchAccountsRequest holds what the operator typed.
+ *
+ * @generated from message sluice.admin.v1.SearchAccountsRequest
+ */
+export type SearchAccountsRequest = Message<"sluice.admin.v1.SearchAccountsRequest"> & {
+  /**
+   * An account id, or an email matched exactly, ignoring case and surrounding spaces.
+   *
+   * @generated from field: string query = 1;
+   */
+  query: string;
+};
+
+/**
+ * Describes the message sluice.admin.v1.SearchAccountsRequest.
+ * Use `create(SearchAccountsRequestSchema)` to create a new message.
+ */
+export const SearchAccountsRequestSchema: GenMessage<SearchAccountsRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 17);
+
+/**
+ * SearchAccountsResponse lists the accounts found.
+ *
+ * @generated from message sluice.admin.v1.SearchAccountsResponse
+ */
+export type SearchAccountsResponse = Message<"sluice.admin.v1.SearchAccountsResponse"> & {
+  /**
+   * The accounts found, newest first, at most 100.
+   *
+   * @generated from field: repeated sluice.admin.v1.Account accounts = 1;
+   */
+  accounts: Account[];
+};
+
+/**
+ * Describes the message sluice.admin.v1.SearchAccountsResponse.
+ * Use `create(SearchAccountsResponseSchema)` to create a new message.
+ */
+export const SearchAccountsResponseSchema: GenMessage<SearchAccountsResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 18);
+
+/**
+ * GetSpendByDayRequest names the account to chart.
+ *
+ * @generated from message sluice.admin.v1.GetSpendByDayRequest
+ */
+export type GetSpendByDayRequest = Message<"sluice.admin.v1.GetSpendByDayRequest"> & {
+  /**
+   * The account id.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+};
+
+/**
+ * Describes the message sluice.admin.v1.GetSpendByDayRequest.
+ * Use `create(GetSpendByDayRequestSchema)` to create a new message.
+ */
+export const GetSpendByDayRequestSchema: GenMessage<GetSpendByDayRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 19);
+
+/**
+ * GetSpendByDayResponse is an account's current period, day by day, with the cap it runs against.
+ *
+ * @generated from message sluice.admin.v1.GetSpendByDayResponse
+ */
+export type GetSpendByDayResponse = Message<"sluice.admin.v1.GetSpendByDayResponse"> & {
+  /**
+   * The billing period, a UTC calendar month such as "2026-11".
+   *
+   * @generated from field: string period = 1;
+   */
+  period: string;
+
+  /**
+   * Every day of the period from its first to today (UTC), days without spend included.
+   *
+   * @generated from field: repeated sluice.admin.v1.DaySpend days = 2;
+   */
+  days: DaySpend[];
+
+  /**
+   * The monthly cap in US-dollar micros; unset while onboarding is incomplete.
+   *
+   * @generated from field: optional int64 spend_cap_usd_micros = 3;
+   */
+  spendCapUsdMicros?: bigint | undefined;
+
+  /**
+   * What the period has been charged so far, in US-dollar micros. Spend charged before Sluice
+   * kept daily totals counts here but on no day.
+   *
+   * @generated from field: int64 spent_usd_micros = 4;
+   */
+  spentUsdMicros: bigint;
+
+  /**
+   * What live reservations hold against the cap, in US-dollar micros.
+   *
+   * @generated from field: int64 reserved_usd_micros = 5;
+   */
+  reservedUsdMicros: bigint;
+};
+
+/**
+ * Describes the message sluice.admin.v1.GetSpendByDayResponse.
+ * Use `create(GetSpendByDayResponseSchema)` to create a new message.
+ */
+export const GetSpendByDayResponseSchema: GenMessage<GetSpendByDayResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 20);
+
+/**
+ * DaySpend is what one UTC day of a period was charged.
+ *
+ * @generated from message sluice.admin.v1.DaySpend
+ */
+export type DaySpend = Message<"sluice.admin.v1.DaySpend"> & {
+  /**
+   * The UTC date, such as "2026-11-03".
+   *
+   * @generated from field: string date = 1;
+   */
+  date: string;
+
+  /**
+   * What the day was charged, in US-dollar micros.
+   *
+   * @generated from field: int64 spent_usd_micros = 2;
+   */
+  spentUsdMicros: bigint;
+};
+
+/**
+ * Describes the message sluice.admin.v1.DaySpend.
+ * Use `create(DaySpendSchema)` to create a new message.
+ */
+export const DaySpendSchema: GenMessage<DaySpend> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 21);
+
+/**
  * PaymentStatus says whether the account's last invoice was paid.
  *
  * @generated from enum sluice.admin.v1.PaymentStatus
@@ -761,6 +902,26 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ListUsageRecordsRequestSchema;
     output: typeof ListUsageRecordsResponseSchema;
+  },
+  /**
+   * SearchAccounts finds accounts by id or by email (exact, ignoring case).
+   *
+   * @generated from rpc sluice.admin.v1.AdminService.SearchAccounts
+   */
+  searchAccounts: {
+    methodKind: "unary";
+    input: typeof SearchAccountsRequestSchema;
+    output: typeof SearchAccountsResponseSchema;
+  },
+  /**
+   * GetSpendByDay returns an account's current period day by day.
+   *
+   * @generated from rpc sluice.admin.v1.AdminService.GetSpendByDay
+   */
+  getSpendByDay: {
+    methodKind: "unary";
+    input: typeof GetSpendByDayRequestSchema;
+    output: typeof GetSpendByDayResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sluice_admin_v1_admin_service, 0);

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/billing/v1/billing_service.proto.
  */
 export const file_sluice_billing_v1_billing_service: GenFile = /*@__PURE__*/
-  fileDesc("CidzbHVpY2UvYmlsbGluZy92MS9iaWxsaW5nX3NlcnZpY2UucHJvdG8SEXNsdWljZS5iaWxsaW5nLnYxIhMKEUdldEJhbGFuY2VSZXF1ZXN0IpcBChJHZXRCYWxhbmNlUmVzcG9uc2USDgoGcGVyaW9kGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgDIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGAQgASgDQhcKFV9zcGVuZF9jYXBfdXNkX21pY3JvcyJAChdMaXN0VXNhZ2VSZWNvcmRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJqChhMaXN0VXNhZ2VSZWNvcmRzUmVzcG9uc2USNQoNdXNhZ2VfcmVjb3JkcxgBIAMoCzIeLnNsdWljZS5iaWxsaW5nLnYxLlVzYWdlUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLMAQoLVXNhZ2VSZWNvcmQSCgoCaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRISCgphcGlfa2V5X2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEhUKDXByb21wdF90b2tlbnMYBSABKAMSGQoRY29tcGxldGlvbl90b2tlbnMYBiABKAMSFwoPY29zdF91c2RfbWljcm9zGAcgASgDEi8KC2NyZWF0ZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDLYAQoOQmlsbGluZ1NlcnZpY2USWQoKR2V0QmFsYW5jZRIkLnNsdWljZS5iaWxsaW5nLnYxLkdldEJhbGFuY2VSZXF1ZXN0GiUuc2x1aWNlLmJpbGxpbmcudjEuR2V0QmFsYW5jZVJlc3BvbnNlEmsKEExpc3RVc2FnZVJlY29yZHMSKi5zbHVpY2UuYmlsbGluZy52MS5MaXN0VXNhZ2VSZWNvcmRzUmVxdWVzdBorLnNsdWljZS5iaWxsaW5nLnYxLkxpc3RVc2FnZVJlY29yZHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CidzbHVpY2UvYmlsbGluZy92MS9iaWxsaW5nX3NlcnZpY2UucHJvdG8SEXNsdWljZS5iaWxsaW5nLnYxIhMKEUdldEJhbGFuY2VSZXF1ZXN0IrABChJHZXRCYWxhbmNlUmVzcG9uc2USDgoGcGVyaW9kGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgDIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGAQgASgDEhcKD3N0YW5kaW5nX3JlYXNvbhgFIAEoCUIXChVfc3BlbmRfY2FwX3VzZF9taWNyb3MiQAoXTGlzdFVzYWdlUmVjb3Jkc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiagoYTGlzdFVzYWdlUmVjb3Jkc1Jlc3BvbnNlEjUKDXVzYWdlX3JlY29yZHMYASADKAsyHi5zbHVpY2UuYmlsbGluZy52MS5Vc2FnZVJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkizAEKC1VzYWdlUmVjb3JkEgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSEgoKYXBpX2tleV9pZBgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1wcm9tcHRfdG9rZW5zGAUgASgDEhkKEWNvbXBsZXRpb25fdG9rZW5zGAYgASgDEhcKD2Nvc3RfdXNkX21pY3JvcxgHIAEoAxIvCgtjcmVhdGVfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFgoUR2V0U3BlbmRCeURheVJlcXVlc3QixQEKFUdldFNwZW5kQnlEYXlSZXNwb25zZRIOCgZwZXJpb2QYASABKAkSKQoEZGF5cxgCIAMoCzIbLnNsdWljZS5iaWxsaW5nLnYxLkRheVNwZW5kEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAMgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgEIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGAUgASgDQhcKFV9zcGVuZF9jYXBfdXNkX21pY3JvcyIyCghEYXlTcGVuZBIMCgRkYXRlGAEgASgJEhgKEHNwZW50X3VzZF9taWNyb3MYAiABKAMyvAIKDkJpbGxpbmdTZXJ2aWNlElkKCkdldEJhbGFuY2USJC5zbHVpY2UuYmlsbGluZy52MS5HZXRCYWxhbmNlUmVxdWVzdBolLnNsdWljZS5iaWxsaW5nLnYxLkdldEJhbGFuY2VSZXNwb25zZRJrChBMaXN0VXNhZ2VSZWNvcmRzEiouc2x1aWNlLmJpbGxpbmcudjEuTGlzdFVzYWdlUmVjb3Jkc1JlcXVlc3QaKy5zbHVpY2UuYmlsbGluZy52MS5MaXN0VXNhZ2VSZWNvcmRzUmVzcG9uc2USYgoNR2V0U3BlbmRCeURheRInLnNsdWljZS5iaWxsaW5nLnYxLkdldFNwZW5kQnlEYXlSZXF1ZXN0Giguc2x1aWNlLmJpbGxpbmcudjEuR2V0U3BlbmRCeURheVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * GetBalanceRequest carries nothing: the account is the caller's own.
@@ -64,6 +64,14 @@ export type GetBalanceResponse = Message<"sluice.billing.v1.GetBalanceResponse">
    * @generated from field: int64 reserved_usd_micros = 4;
    */
   reservedUsdMicros: bigint;
+
+  /**
+   * The reason a chat call is refused for the account's standing now (onboarding_incomplete,
+   * payment_failed or subscription_canceled), the same rule calls obey; empty when calls may run.
+   *
+   * @generated from field: string standing_reason = 5;
+   */
+  standingReason: string;
 };
 
 /**
@@ -200,6 +208,99 @@ export const UsageRecordSchema: GenMessage<UsageRecord> = /*@__PURE__*/
   messageDesc(file_sluice_billing_v1_billing_service, 4);
 
 /**
+ * GetSpendByDayRequest carries nothing: the account is the caller's own.
+ *
+ * @generated from message sluice.billing.v1.GetSpendByDayRequest
+ */
+export type GetSpendByDayRequest = Message<"sluice.billing.v1.GetSpendByDayRequest"> & {
+};
+
+/**
+ * Describes the message sluice.billing.v1.GetSpendByDayRequest.
+ * Use `create(GetSpendByDayRequestSchema)` to create a new message.
+ */
+export const GetSpendByDayRequestSchema: GenMessage<GetSpendByDayRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_billing_v1_billing_service, 5);
+
+/**
+ * GetSpendByDayResponse is the current period's spend, day by day, with the cap it runs against.
+ *
+ * @generated from message sluice.billing.v1.GetSpendByDayResponse
+ */
+export type GetSpendByDayResponse = Message<"sluice.billing.v1.GetSpendByDayResponse"> & {
+  /**
+   * The billing period, a UTC calendar month such as "2026-11".
+   *
+   * @generated from field: string period = 1;
+   */
+  period: string;
+
+  /**
+   * Every day of the period from its first to today (UTC), days without spend included.
+   *
+   * @generated from field: repeated sluice.billing.v1.DaySpend days = 2;
+   */
+  days: DaySpend[];
+
+  /**
+   * The monthly cap in US-dollar micros; unset while onboarding is incomplete.
+   *
+   * @generated from field: optional int64 spend_cap_usd_micros = 3;
+   */
+  spendCapUsdMicros?: bigint | undefined;
+
+  /**
+   * What the period has been charged so far, in US-dollar micros. Spend charged before Sluice
+   * kept daily totals counts here but on no day.
+   *
+   * @generated from field: int64 spent_usd_micros = 4;
+   */
+  spentUsdMicros: bigint;
+
+  /**
+   * What live reservations hold against the cap, in US-dollar micros.
+   *
+   * @generated from field: int64 reserved_usd_micros = 5;
+   */
+  reservedUsdMicros: bigint;
+};
+
+/**
+ * Describes the message sluice.billing.v1.GetSpendByDayResponse.
+ * Use `create(GetSpendByDayResponseSchema)` to create a new message.
+ */
+export const GetSpendByDayResponseSchema: GenMessage<GetSpendByDayResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_billing_v1_billing_service, 6);
+
+/**
+ * DaySpend is what one UTC day of a period was charged.
+ *
+ * @generated from message sluice.billing.v1.DaySpend
+ */
+export type DaySpend = Message<"sluice.billing.v1.DaySpend"> & {
+  /**
+   * The UTC date, such as "2026-11-03".
+   *
+   * @generated from field: string date = 1;
+   */
+  date: string;
+
+  /**
+   * What the day was charged, in US-dollar micros.
+   *
+   * @generated from field: int64 spent_usd_micros = 2;
+   */
+  spentUsdMicros: bigint;
+};
+
+/**
+ * Describes the message sluice.billing.v1.DaySpend.
+ * Use `create(DaySpendSchema)` to create a new message.
+ */
+export const DaySpendSchema: GenMessage<DaySpend> = /*@__PURE__*/
+  messageDesc(file_sluice_billing_v1_billing_service, 7);
+
+/**
  * BillingService reports the caller's current period and its usage records.
  *
  * @generated from service sluice.billing.v1.BillingService
@@ -224,6 +325,16 @@ export const BillingService: GenService<{
     methodKind: "unary";
     input: typeof ListUsageRecordsRequestSchema;
     output: typeof ListUsageRecordsResponseSchema;
+  },
+  /**
+   * GetSpendByDay returns the caller's current period day by day, for a chart of spend against the cap.
+   *
+   * @generated from rpc sluice.billing.v1.BillingService.GetSpendByDay
+   */
+  getSpendByDay: {
+    methodKind: "unary";
+    input: typeof GetSpendByDayRequestSchema;
+    output: typeof GetSpendByDayResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sluice_billing_v1_billing_service, 0);

@@ -6,13 +6,15 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file sluice/identity/v1/identity_service.proto.
  */
 export const file_sluice_identity_v1_identity_service: GenFile = /*@__PURE__*/
-  fileDesc("CilzbHVpY2UvaWRlbnRpdHkvdjEvaWRlbnRpdHlfc2VydmljZS5wcm90bxISc2x1aWNlLmlkZW50aXR5LnYxIhQKEkNoZWNrQXBpS2V5UmVxdWVzdCI9ChNDaGVja0FwaUtleVJlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSEgoKYXBpX2tleV9pZBgCIAEoCSISChBHZXRDYWxsZXJSZXF1ZXN0IlEKEUdldENhbGxlclJlc3BvbnNlEgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESEgoKYXBpX2tleV9pZBgDIAEoCUIICgZfZW1haWwyywEKD0lkZW50aXR5U2VydmljZRJYCglHZXRDYWxsZXISJC5zbHVpY2UuaWRlbnRpdHkudjEuR2V0Q2FsbGVyUmVxdWVzdBolLnNsdWljZS5pZGVudGl0eS52MS5HZXRDYWxsZXJSZXNwb25zZRJeCgtDaGVja0FwaUtleRImLnNsdWljZS5pZGVudGl0eS52MS5DaGVja0FwaUtleVJlcXVlc3QaJy5zbHVpY2UuaWRlbnRpdHkudjEuQ2hlY2tBcGlLZXlSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("CilzbHVpY2UvaWRlbnRpdHkvdjEvaWRlbnRpdHlfc2VydmljZS5wcm90bxISc2x1aWNlLmlkZW50aXR5LnYxIhQKEkNoZWNrQXBpS2V5UmVxdWVzdCI9ChNDaGVja0FwaUtleVJlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSEgoKYXBpX2tleV9pZBgCIAEoCSISChBHZXRDYWxsZXJSZXF1ZXN0IlEKEUdldENhbGxlclJlc3BvbnNlEgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESEgoKYXBpX2tleV9pZBgDIAEoCUIICgZfZW1haWwiFAoSTGlzdEFwaUtleXNSZXF1ZXN0IkMKE0xpc3RBcGlLZXlzUmVzcG9uc2USLAoIYXBpX2tleXMYASADKAsyGi5zbHVpY2UuaWRlbnRpdHkudjEuQXBpS2V5Io0BCgZBcGlLZXkSCgoCaWQYASABKAkSDgoGcHJlZml4GAIgASgJEhYKDnJhdGVfbGltaXRfcnBzGAMgASgBEg0KBWJ1cnN0GAQgASgNEg8KB3Jldm9rZWQYBSABKAgSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wMqsCCg9JZGVudGl0eVNlcnZpY2USWAoJR2V0Q2FsbGVyEiQuc2x1aWNlLmlkZW50aXR5LnYxLkdldENhbGxlclJlcXVlc3QaJS5zbHVpY2UuaWRlbnRpdHkudjEuR2V0Q2FsbGVyUmVzcG9uc2USXgoLQ2hlY2tBcGlLZXkSJi5zbHVpY2UuaWRlbnRpdHkudjEuQ2hlY2tBcGlLZXlSZXF1ZXN0Gicuc2x1aWNlLmlkZW50aXR5LnYxLkNoZWNrQXBpS2V5UmVzcG9uc2USXgoLTGlzdEFwaUtleXMSJi5zbHVpY2UuaWRlbnRpdHkudjEuTGlzdEFwaUtleXNSZXF1ZXN0Gicuc2x1aWNlLmlkZW50aXR5LnYxLkxpc3RBcGlLZXlzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * CheckApiKeyRequest carries nothing: the key is the caller's credentials.
@@ -108,6 +110,98 @@ export const GetCallerResponseSchema: GenMessage<GetCallerResponse> = /*@__PURE_
   messageDesc(file_sluice_identity_v1_identity_service, 3);
 
 /**
+ * ListApiKeysRequest carries nothing: the account is the caller's own.
+ *
+ * @generated from message sluice.identity.v1.ListApiKeysRequest
+ */
+export type ListApiKeysRequest = Message<"sluice.identity.v1.ListApiKeysRequest"> & {
+};
+
+/**
+ * Describes the message sluice.identity.v1.ListApiKeysRequest.
+ * Use `create(ListApiKeysRequestSchema)` to create a new message.
+ */
+export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_identity_v1_identity_service, 4);
+
+/**
+ * ListApiKeysResponse lists the keys of the caller's account.
+ *
+ * @generated from message sluice.identity.v1.ListApiKeysResponse
+ */
+export type ListApiKeysResponse = Message<"sluice.identity.v1.ListApiKeysResponse"> & {
+  /**
+   * The keys, oldest first.
+   *
+   * @generated from field: repeated sluice.identity.v1.ApiKey api_keys = 1;
+   */
+  apiKeys: ApiKey[];
+};
+
+/**
+ * Describes the message sluice.identity.v1.ListApiKeysResponse.
+ * Use `create(ListApiKeysResponseSchema)` to create a new message.
+ */
+export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_identity_v1_identity_service, 5);
+
+/**
+ * ApiKey is an API key's public record, as its account holder sees it.
+ *
+ * @generated from message sluice.identity.v1.ApiKey
+ */
+export type ApiKey = Message<"sluice.identity.v1.ApiKey"> & {
+  /**
+   * The key id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The first characters of the secret, to recognise it by.
+   *
+   * @generated from field: string prefix = 2;
+   */
+  prefix: string;
+
+  /**
+   * The sustained request rate allowed, per second.
+   *
+   * @generated from field: double rate_limit_rps = 3;
+   */
+  rateLimitRps: number;
+
+  /**
+   * How many requests may arrive at once before the rate applies.
+   *
+   * @generated from field: uint32 burst = 4;
+   */
+  burst: number;
+
+  /**
+   * Whether the key was revoked.
+   *
+   * @generated from field: bool revoked = 5;
+   */
+  revoked: boolean;
+
+  /**
+   * When the key was issued.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 6;
+   */
+  createTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message sluice.identity.v1.ApiKey.
+ * Use `create(ApiKeySchema)` to create a new message.
+ */
+export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
+  messageDesc(file_sluice_identity_v1_identity_service, 6);
+
+/**
  * IdentityService is the cheap probe that an API key is valid.
  *
  * @generated from service sluice.identity.v1.IdentityService
@@ -134,6 +228,16 @@ export const IdentityService: GenService<{
     methodKind: "unary";
     input: typeof CheckApiKeyRequestSchema;
     output: typeof CheckApiKeyResponseSchema;
+  },
+  /**
+   * ListApiKeys lists the keys of the caller's account, without their secrets.
+   *
+   * @generated from rpc sluice.identity.v1.IdentityService.ListApiKeys
+   */
+  listApiKeys: {
+    methodKind: "unary";
+    input: typeof ListApiKeysRequestSchema;
+    output: typeof ListApiKeysResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sluice_identity_v1_identity_service, 0);
