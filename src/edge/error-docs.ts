@@ -24,7 +24,9 @@ table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.4rem .5
 .scroll{overflow-x:auto}`;
 
 /** The page's only style, allowed by its hash: the pages run no script at all. */
-const CSP = `default-src 'none'; style-src 'sha256-${createHash("sha256").update(STYLE).digest("base64")}'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`;
+const CSP =
+  `default-src 'none'; style-src 'sha256-${createHash("sha256").update(STYLE).digest("base64")}'; ` +
+  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
