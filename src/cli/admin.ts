@@ -13,6 +13,8 @@ import {
   RevokeApiKeyResponseSchema,
   SubscriptionStatus,
   UpdateAccountResponseSchema,
+  SearchAccountsResponseSchema,
+  GetSpendByDayResponseSchema,
 } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { DEFAULT_CORE_URL } from "../dev-bootstrap.ts";
 import { reasonOf } from "../errors/catalogue.ts";
@@ -22,6 +24,8 @@ const USAGE = `Usage: npm run admin -- <command> [options]
 Commands:
   create-account [--email E] [--cap-usd D | --cap-micros M] [--onboarded]
   get-account <account-id>
+  search-accounts <account-id | email>
+  spend-by-day <account-id>
   update-account <account-id> [--cap-usd D | --cap-micros M] [--onboarding-complete true|false]
                  [--payment ok|failed] [--subscription active|canceled]
   create-key <account-id> [--rps R] [--burst B]
@@ -119,6 +123,16 @@ async function run(argv: string[]): Promise<void> {
       );
     case "get-account":
       return print(GetAccountResponseSchema, await admin.getAccount({ accountId: need(id, "an account id") }, opts));
+    case "search-accounts":
+      return print(
+        SearchAccountsResponseSchema,
+        await admin.searchAccounts({ query: need(id, "an account id or an email") }, opts),
+      );
+    case "spend-by-day":
+      return print(
+        GetSpendByDayResponseSchema,
+        await admin.getSpendByDay({ accountId: need(id, "an account id") }, opts),
+      );
     case "update-account": {
       const onboarded = bool(values["onboarding-complete"], "--onboarding-complete");
       const payment =

@@ -18,7 +18,7 @@ body{font:16px/1.55 system-ui,sans-serif;color:var(--fg);background:var(--bg);ma
 main{max-width:52rem;margin:0 auto;padding:1.5rem 1rem 3rem}
 a{color:var(--link)}
 code,pre{font:14px/1.5 ui-monospace,monospace;background:var(--code);border-radius:4px}
-code{padding:0 .25rem}pre{padding:.75rem 1rem;overflow-x:auto}
+code{padding:0 .25rem}pre{padding:.75rem 1rem;overflow-x:auto}h1 code{font-size:1.75rem;background:none;padding:0}
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid var(--line)}
 .muted{color:var(--muted)}dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem}dt{font-weight:600}
 .scroll{overflow-x:auto}`;
