@@ -15,6 +15,8 @@ const ONCE = [
   "test/redis-frozen.test.ts",
   "test/one-of-each.test.ts",
   "test/workers.test.ts",
+  // The console's browser tests: the RPCs they drive run on both stores in their own suites.
+  "test/console/**",
 ];
 
 export default defineConfig({
@@ -26,7 +28,7 @@ export default defineConfig({
     outputFile: { json: ".vitest-report.json" },
     maxWorkers: 2,
     projects: [
-      { extends: true, test: { name: "unit", include: ["src/**/*.test.ts"] } },
+      { extends: true, test: { name: "unit", include: ["src/**/*.test.ts", "console/src/**/*.test.ts"] } },
       { extends: true, test: { name: "e2e-memory", include: ["test/**/*.test.ts"] } },
       {
         extends: true,

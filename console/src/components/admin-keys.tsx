@@ -1,0 +1,173 @@
+/**
+ * An account's keys for the operator: the list (`ListApiKeys`), a form to issue one (`CreateApiKey`, whose
+ * secret is shown once), and revocation (`RevokeApiKey`) behind an explicit confirmation.
+ */
+import { useEffect, useRef, useState } from "preact/hooks";
+import { admin } from "../api.ts";
+import { useAsync } from "../use-async.ts";
+import { AsyncView, Empty, ErrorAlert } from "./feedback.tsx";
+import { type KeyRow, KeysTable } from "./keys-table.tsx";
+import { SecretOnce } from "./secret-once.tsx";
+
+/** A number typed in an optional field: nothing when empty, `NaN` when not a number. */
+function optionalNumber(text: string): number | undefined {
+  return text.trim() === "" ? undefined : Number(text);
+}
+
+/** The issue-a-key form; `onCreated` gets the secret and prefix to show once. */
+function CreateKeyForm(props: { accountId: string; onCreated: (secret: string, prefix: string) => void }) {
+  const [rps, setRps] = useState("");
+  const [burst, setBurst] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(undefined);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    const rate = optionalNumber(rps);
+    const size = optionalNumber(burst);
+    if (Number.isNaN(rate) || Number.isNaN(size)) return setError("Rate limit and burst must be numbers.");
+    setBusy(true);
+    setError(undefined);
+    try {
+      const out = await admin.createApiKey({
+        accountId: props.accountId,
+        ...(rate !== undefined && { rateLimitRps: rate }),
+        ...(size !== undefined && { burst: size }),
+      });
+      props.onCreated(out.secret, out.apiKey?.prefix ?? "");
+      setRps("");
+      setBurst("");
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="card form-grid" onSubmit={submit} aria-labelledby="create-key-heading">
+      <h3 id="create-key-heading">Issue a key</h3>
+      <label for="key-rps">Rate limit, requests per second (optional)</label>
+      <input
+        id="key-rps"
+        type="number"
+        min="0"
+        step="any"
+        inputMode="decimal"
+        value={rps}
+        onInput={(e) => setRps(e.currentTarget.value)}
+      />
+      <label for="key-burst">Burst (optional)</label>
+      <input
+        id="key-burst"
+        type="number"
+        min="1"
+        step="1"
+        inputMode="numeric"
+        value={burst}
+        onInput={(e) => setBurst(e.currentTarget.value)}
+      />
+      <p class="hint">Left empty, the server's defaults apply (10 requests per second, burst 10).</p>
+      <button type="submit" disabled={busy}>
+        {busy ? "Creating…" : "Create key"}
+      </button>
+      {error !== undefined && <ErrorAlert error={error} />}
+    </form>
+  );
+}
+
+/** The confirmation step before a revocation, focused when it appears. */
+function ConfirmRevoke(props: { apiKey: KeyRow; onConfirm: () => void; onCancel: () => void; busy: boolean }) {
+  const button = useRef<HTMLButtonElement>(null);
+  useEffect(() => button.current?.focus(), []);
+  return (
+    <section class="card confirm" aria-labelledby="confirm-heading">
+      <h3 id="confirm-heading">Revoke key {props.apiKey.prefix}…?</h3>
+      <p>Calls with this key fail at once with 401 invalid_api_key. This cannot be undone.</p>
+      <div class="row">
+        <button type="button" class="danger" ref={button} onClick={props.onConfirm} disabled={props.busy}>
+          {props.busy ? "Revoking…" : "Revoke key"}
+        </button>
+        <button type="button" class="secondary" onClick={props.onCancel}>
+          Cancel
+        </button>
+      </div>
+    </section>
+  );
+}
+
+/** The keys section of the operator's account page. */
+export function AdminKeys({ accountId }: { accountId: string }) {
+  const [state, reload] = useAsync(() => admin.listApiKeys({ accountId }), [accountId]);
+  const [created, setCreated] = useState<{ secret: string; prefix: string } | undefined>(undefined);
+  const [confirming, setConfirming] = useState<KeyRow | undefined>(undefined);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(undefined);
+  const [done, setDone] = useState("");
+
+  const revoke = async (key: KeyRow) => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await admin.revokeApiKey({ apiKeyId: key.id });
+      setDone(`Key ${key.prefix}… revoked.`);
+      setConfirming(undefined);
+      reload();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <>
+      {created && <SecretOnce secret={created.secret} prefix={created.prefix} onDone={() => setCreated(undefined)} />}
+      <AsyncView state={state} what="keys" retry={reload}>
+        {({ apiKeys }) =>
+          apiKeys.length === 0 ? (
+            <Empty>No keys yet: issue one below.</Empty>
+          ) : (
+            <KeysTable
+              keys={apiKeys}
+              action={(k) =>
+                k.revoked ? (
+                  "—"
+                ) : (
+                  <button
+                    type="button"
+                    class="danger small"
+                    aria-label={`Revoke key ${k.prefix}`}
+                    onClick={() => {
+                      setDone("");
+                      setConfirming(k);
+                    }}
+                  >
+                    Revoke
+                  </button>
+                )
+              }
+            />
+          )
+        }
+      </AsyncView>
+      {confirming && (
+        <ConfirmRevoke
+          apiKey={confirming}
+          busy={busy}
+          onConfirm={() => revoke(confirming)}
+          onCancel={() => setConfirming(undefined)}
+        />
+      )}
+      <p role="status" class="muted">
+        {done}
+      </p>
+      {error !== undefined && <ErrorAlert error={error} />}
+      <CreateKeyForm
+        accountId={accountId}
+        onCreated={(secret, prefix) => {
+          setCreated({ secret, prefix });
+          reload();
+        }}
+      />
+    </>
+  );
+}

@@ -1,0 +1,46 @@
+/**
+ * A new key's secret, the one time `CreateApiKey` returns it: shown in a read-only field with a copy
+ * button and a plain warning that it cannot be shown again. It lives only in this component's state.
+ */
+import { useState } from "preact/hooks";
+
+/** The secret panel; `onDone` hides it (and so forgets the secret). */
+export function SecretOnce({ secret, prefix, onDone }: { secret: string; prefix: string; onDone: () => void }) {
+  const [copied, setCopied] = useState("");
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(secret);
+      setCopied("Copied to the clipboard.");
+    } catch {
+      setCopied("Copying failed: select the secret and copy it by hand.");
+    }
+  };
+  return (
+    <div class="card secret" data-secret-prefix={prefix}>
+      <h3>New key created</h3>
+      <p>
+        <strong>Copy the secret now: you won't see it again.</strong> Sluice keeps only a hash of it.
+      </p>
+      <label for="new-secret">Secret</label>
+      <div class="row">
+        <input
+          id="new-secret"
+          type="text"
+          readOnly
+          value={secret}
+          spellcheck={false}
+          onFocus={(e) => e.currentTarget.select()}
+        />
+        <button type="button" onClick={copy}>
+          Copy
+        </button>
+      </div>
+      <p role="status" class="muted">
+        {copied}
+      </p>
+      <button type="button" class="secondary" onClick={onDone}>
+        I have saved it — hide the secret
+      </button>
+    </div>
+  );
+}
