@@ -10,6 +10,7 @@ const ONCE = [
   "test/dev-bootstrap.test.ts",
   "test/redis-faults.test.ts",
   "test/multi-process.test.ts",
+  "test/key-rotation-processes.test.ts",
   "test/redis-shared-cache.test.ts",
   "test/support/fake-upstream.test.ts",
   "test/redis-frozen.test.ts",

@@ -49,4 +49,29 @@ describe("npm run admin: the console's operator lookups from a shell", () => {
     expect([before, after]).toContain(chart.days.at(-1)?.date);
     expect(chart.days.length).toBe(Number(chart.days.at(-1)?.date.slice(8)));
   });
+
+  it("issues a key that expires and rotates it: with a grace both secrets work, without one the new only", async () => {
+    const { account } = await app.admin.createAccount({ onboardingComplete: true }, { headers: app.adminHeaders });
+    const me = async (secret: string) =>
+      (await fetch(`${app.edgeUrl}/v1/me`, { headers: { authorization: `Bearer ${secret}` } })).status;
+    type Issued = {
+      apiKey: { id: string; prefix: string; expireTime?: string; previousPrefix?: string };
+      secret: string;
+    };
+    const before = Date.now();
+    const created = (await admin("create-key", account?.id ?? "", "--expires-in-seconds", "3600")) as Issued;
+    const expires = Date.parse(created.apiKey.expireTime ?? "");
+    expect(expires).toBeGreaterThanOrEqual(before + 3_600_000);
+    expect(expires).toBeLessThanOrEqual(Date.now() + 3_600_000);
+    expect(await me(created.secret)).toBe(200);
+
+    const graced = (await admin("rotate-key", created.apiKey.id, "--grace-seconds", "600")) as Issued;
+    expect(graced.apiKey).toMatchObject({ id: created.apiKey.id, previousPrefix: created.apiKey.prefix });
+    expect(graced.apiKey.expireTime).toBe(created.apiKey.expireTime);
+    expect([await me(created.secret), await me(graced.secret)]).toEqual([200, 200]);
+
+    const abrupt = (await admin("rotate-key", created.apiKey.id)) as Issued;
+    expect(abrupt.apiKey.previousPrefix).toBeUndefined();
+    expect([await me(created.secret), await me(graced.secret), await me(abrupt.secret)]).toEqual([401, 401, 200]);
+  });
 });

@@ -192,6 +192,103 @@ describe("four Sluice processes sharing one Redis", () => {
     expect.soft(partial, "partial <= aborts' prompts + delivered chunks").toBeLessThanOrEqual(BigInt(abortBound));
   }, 120_000);
 
+  it("a key's own cap and its account's cap both hold across four processes hammering two keys", async () => {
+    const KEY_CAP = 5_000n;
+    const ACCOUNT_CAP = 12_000n;
+    const calls = 1_200;
+    const { accountId, apiKey: bigKey } = await admin.newAccount(ACCOUNT_CAP, 100_000, 100_000);
+    const made = await admin.admin.createApiKey(
+      { accountId, rateLimitRps: 100_000, burst: 100_000, spendCapUsdMicros: KEY_CAP },
+      { headers: admin.adminHeaders },
+    );
+    const smallId = made.apiKey?.id ?? "";
+    const period = periodNow();
+    // Two calls of three use the capped key: its demand is far above its cap, the account's too.
+    const keyOf = (i: number) => (i % 3 === 2 ? "big" : "small");
+    const sampling = { stopped: false };
+    const admins = procs.map((p) => adminOf(p.coreUrl, ADMIN_TOKEN));
+    const keySamples: Array<Promise<bigint | undefined>> = [];
+    const sampler = (async () => {
+      for (let i = 0; !sampling.stopped; i++) {
+        const client = admins[i % admins.length] ?? admin;
+        const sample = client.admin.listApiKeys({ accountId }, { headers: client.adminHeaders }).then(
+          ({ apiKeys }) => {
+            const k = apiKeys.find((a) => a.id === smallId);
+            return k && k.spentUsdMicros + k.reservedUsdMicros;
+          },
+          () => undefined,
+        );
+        keySamples.push(sample);
+        await sleep(50);
+      }
+    })();
+    const accountSampler = sampleBalances(accountId, sampling);
+    const outcomes = await pool(calls, 150, (i) =>
+      chatOnce(
+        edge(i),
+        keyOf(i) === "big" ? bigKey : made.secret,
+        chatBody(i, i % 2 === 0, [8, 64, undefined, 16][i % 4]),
+      ),
+    );
+    sampling.stopped = true;
+    await sampler;
+    const samples = (await Promise.all(keySamples)).filter((s): s is bigint => s !== undefined);
+    const { sums: accountSamples } = await accountSampler;
+
+    const records = await usageRecordsOf(admin, accountId);
+    const partials = (await raw?.hgetall(`sluice:{a:${accountId}}:p:${period}:partials`)) ?? {};
+    const keySpent = (await raw?.hgetall(`sluice:{a:${accountId}}:p:${period}:key-spent`)) ?? {};
+    const balance = await balanceOf(admin, accountId);
+    const { apiKeys } = await admin.admin.listApiKeys({ accountId }, { headers: admin.adminHeaders });
+    /** The ledger of one key: its usage records plus the partial charges of its aborted streams. */
+    const ledgerOf = (key: "small" | "big", apiKeyId: string) => {
+      const recorded = records.filter((r) => r.apiKeyId === apiKeyId).reduce((s, r) => s + r.costUsdMicros, 0n);
+      const aborted = outcomes.flatMap((o, i) => (o.kind === "sse-abort" && o.id && keyOf(i) === key ? [o.id] : []));
+      return recorded + aborted.reduce((s, id) => s + BigInt(partials[id] ?? "0"), 0n);
+    };
+    const bigId = apiKeys.find((k) => k.id !== smallId)?.id ?? "";
+    const small = ledgerOf("small", smallId);
+    const big = ledgerOf("big", bigId);
+    const kinds = new Map<string, number>();
+    for (const o of outcomes) kinds.set(o.kind, (kinds.get(o.kind) ?? 0) + 1);
+    const maxSample = samples.reduce((m, s) => (s > m ? s : m), 0n);
+    console.log(
+      `[multi-process key caps] ${calls} calls over ${PROCESSES} processes: ` +
+        `${JSON.stringify(Object.fromEntries(kinds))}; key cap ${KEY_CAP}: ledger ${small} ` +
+        `(${samples.length} samples, max ${maxSample}); account cap ${ACCOUNT_CAP}: spent ${balance.spent} ` +
+        `(other key ${big})`,
+    );
+
+    expect.soft(outcomes.filter((o) => o.kind === "other").slice(0, 3), "unexpected outcomes").toEqual([]);
+    expect.soft(small, "the capped key's records + partials").toBeLessThanOrEqual(KEY_CAP);
+    expect.soft(small, "the capped key spent most of its cap").toBeGreaterThan(KEY_CAP / 2n);
+    expect.soft(balance.spent, "the account's spend").toBeLessThanOrEqual(ACCOUNT_CAP);
+    // The other key has no cap of its own: its 402s are the account's cap refusing.
+    const refusedOf = (key: string) => outcomes.filter((o, i) => o.kind === "refused" && keyOf(i) === key).length;
+    expect.soft(refusedOf("small"), "402s of the capped key").toBeGreaterThan(0);
+    expect.soft(refusedOf("big"), "402s of the account's cap").toBeGreaterThan(0);
+    expect.soft(small + big, "spent = both keys' ledgers").toBe(balance.spent);
+    expect.soft({ small: keySpent[smallId], big: keySpent[bigId] }, "the store's key sums = the ledgers").toEqual({
+      small: String(small),
+      big: String(big),
+    });
+    expect.soft(apiKeys.find((k) => k.id === smallId)?.spentUsdMicros, "Admin's key spend").toBe(small);
+    expect.soft(samples.length, "key samples").toBeGreaterThan(0);
+    expect
+      .soft(
+        samples.filter((s) => s > KEY_CAP),
+        "key samples above its cap",
+      )
+      .toEqual([]);
+    expect
+      .soft(
+        accountSamples.filter((s) => s > ACCOUNT_CAP),
+        "account samples above its cap",
+      )
+      .toEqual([]);
+    expect.soft(balance.reserved, "nothing held at the end").toBe(0n);
+  }, 120_000);
+
   it("a key's rate limit holds across all four edges", async () => {
     const RPS = 5;
     const BURST = 5;

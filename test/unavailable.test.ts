@@ -3,7 +3,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
 import { sluiceError } from "../src/errors/catalogue.ts";
-import { expectRetryAfter, expectStructured } from "./support/envelopes.ts";
+import { expectRetryAfter, expectRetryHeaders, expectStructured } from "./support/envelopes.ts";
 import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { registryWith, scriptedEngine } from "./support/engines.ts";
 import { startTestApp, type TestApp } from "./support/harness.ts";
@@ -53,11 +53,11 @@ describe("503 for an engine that is unavailable before the first delta", () => {
     },
   );
 
-  it("a catalogued service_unavailable keeps its retry delay as Retry-After", async () => {
+  it("a catalogued service_unavailable keeps its retry delay as Retry-After and retry-after-ms", async () => {
     const { apiKey, accountId } = await app.newAccount({ rps: 1000, burst: 1000 });
     const reply = await postChat(app, apiKey, { model: "down-catalogued", messages: CHAT_MESSAGES });
     expectStructured(reply, 503, "service_unavailable", "service_unavailable");
-    expect(expectRetryAfter(reply)).toBe(3);
+    expect(expectRetryHeaders(reply)).toEqual({ seconds: 3, ms: 3000 });
     expect((await balanceOf(app, accountId)).spent).toBe(0n);
   });
 
@@ -83,6 +83,7 @@ describe("/readyz when an engine is not ready", () => {
     const ready = await fetch(`${app.edgeUrl}/readyz`);
     expect(ready.status).toBe(503);
     expect(Number(ready.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(ready.headers.get("retry-after-ms")).toBe("1000");
     const healthz = await fetch(`${app.edgeUrl}/healthz`);
     expect(healthz.status).toBe(200);
   });

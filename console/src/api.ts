@@ -61,7 +61,7 @@ function retryHint(err: unknown): string {
 
 /** Sentences for the catalogue reasons a console user can meet. */
 const REASONS: Record<string, string> = {
-  invalid_api_key: "This API key is not valid: it is unknown, malformed or revoked.",
+  invalid_api_key: "This API key is not valid: it is unknown, malformed, revoked or expired.",
   missing_bearer_token: "No credential was sent. Sign in with an API key or the admin token.",
   invalid_admin_token: "This admin token is not valid: it does not match the server's admin token.",
   admin_disabled:

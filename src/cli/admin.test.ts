@@ -59,4 +59,15 @@ describe("npm run admin", () => {
     expect(code).toBe(2);
     expect(stderr).toContain("SLUICE_ADMIN_TOKEN is not set");
   });
+
+  it.each([
+    ["rotate-key", "--grace-seconds", "1.5"],
+    ["rotate-key", "--expires-in-seconds", "-1"],
+    ["create-key", "--expires-in-seconds", "soon"],
+  ])("%s refuses %s %s before any call, naming the flag", async (command, flag, value) => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const { code, stderr } = await admin([command, "some-id", `${flag}=${value}`], { ...TOKEN, CORE_URL: url });
+    expect(code).toBe(2);
+    expect(stderr).toContain(`admin: ${flag} must be a whole number of seconds`);
+  });
 });

@@ -11,6 +11,8 @@ import {
   ListUsageRecordsResponseSchema,
   PaymentStatus,
   RevokeApiKeyResponseSchema,
+  RotateApiKeyResponseSchema,
+  UpdateApiKeyResponseSchema,
   SubscriptionStatus,
   UpdateAccountResponseSchema,
   SearchAccountsResponseSchema,
@@ -28,7 +30,12 @@ Commands:
   spend-by-day <account-id>
   update-account <account-id> [--cap-usd D | --cap-micros M] [--onboarding-complete true|false]
                  [--payment ok|failed] [--subscription active|canceled]
-  create-key <account-id> [--rps R] [--burst B]
+  create-key <account-id> [--rps R] [--burst B] [--expires-in-seconds N] [--cap-usd D | --cap-micros M] [--tpm N]
+             (--cap-usd: the key's own monthly cap, besides its account's; --tpm: tokens per minute)
+  update-key <api-key-id> [--cap-usd D | --cap-micros M | --no-cap] [--tpm N | --no-tpm]
+             (changes or removes a key's own cap and token limit; what is not given is left alone)
+  rotate-key <api-key-id> [--grace-seconds N] [--expires-in-seconds N]
+             (a new secret for the same key; the old one keeps working --grace-seconds, default 0)
   revoke-key <api-key-id>
   list-keys <account-id>
   usage <account-id> [--page-size N] [--page-token T] [--all]
@@ -63,6 +70,26 @@ function capMicros(values: { "cap-usd"?: string | undefined; "cap-micros"?: stri
   return undefined;
 }
 
+/** `--tpm`: a key's tokens-per-minute limit, a whole number from 1, or undefined when absent. */
+function tokensPerMinute(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new UsageError("--tpm must be a whole number of tokens >= 1");
+  return Number(value);
+}
+
+/** A whole number of seconds given with `flag`, or undefined when the flag is absent. */
+function seconds(value: string | undefined, flag: string): bigint | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) throw new UsageError(`${flag} must be a whole number of seconds`);
+  return BigInt(value);
+}
+
+/** `--expires-in-seconds` as the requests' `expiration` oneof (a ttl), when given. */
+function expiration(value: string | undefined) {
+  const ttl = seconds(value, "--expires-in-seconds");
+  return ttl === undefined ? {} : { expiration: { case: "ttl" as const, value: { seconds: ttl } } };
+}
+
 function bool(value: string | undefined, flag: string): boolean | undefined {
   if (value === undefined) return undefined;
   if (value !== "true" && value !== "false") throw new UsageError(`${flag} must be true or false`);
@@ -88,6 +115,11 @@ async function run(argv: string[]): Promise<void> {
       subscription: { type: "string" },
       rps: { type: "string" },
       burst: { type: "string" },
+      "expires-in-seconds": { type: "string" },
+      "grace-seconds": { type: "string" },
+      tpm: { type: "string" },
+      "no-cap": { type: "boolean" },
+      "no-tpm": { type: "boolean" },
       "page-size": { type: "string" },
       "page-token": { type: "string" },
       all: { type: "boolean" },
@@ -108,6 +140,7 @@ async function run(argv: string[]): Promise<void> {
     return value;
   };
   const cap = capMicros(values);
+  const tpm = tokensPerMinute(values.tpm);
   switch (command) {
     case "create-account":
       return print(
@@ -168,10 +201,50 @@ async function run(argv: string[]): Promise<void> {
             accountId: need(id, "an account id"),
             ...(values.rps !== undefined && { rateLimitRps: Number(values.rps) }),
             ...(values.burst !== undefined && { burst: Number(values.burst) }),
+            ...expiration(values["expires-in-seconds"]),
+            ...(cap !== undefined && { spendCapUsdMicros: cap }),
+            ...(tpm !== undefined && { tokensPerMinute: tpm }),
           },
           opts,
         ),
       );
+    case "update-key": {
+      if (values["no-cap"] && cap !== undefined) throw new UsageError("--no-cap and a cap cannot go together");
+      if (values["no-tpm"] && tpm !== undefined) throw new UsageError("--no-tpm and --tpm cannot go together");
+      // The fields named change; one named and not given is removed (the update mask's rule).
+      const paths = [
+        ...(cap !== undefined || values["no-cap"] ? ["spend_cap_usd_micros"] : []),
+        ...(tpm !== undefined || values["no-tpm"] ? ["tokens_per_minute"] : []),
+      ];
+      if (paths.length === 0)
+        throw new UsageError("update-key needs --cap-usd, --cap-micros, --no-cap, --tpm or --no-tpm");
+      return print(
+        UpdateApiKeyResponseSchema,
+        await admin.updateApiKey(
+          {
+            apiKeyId: need(id, "an api key id"),
+            ...(cap !== undefined && { spendCapUsdMicros: cap }),
+            ...(tpm !== undefined && { tokensPerMinute: tpm }),
+            updateMask: { paths },
+          },
+          opts,
+        ),
+      );
+    }
+    case "rotate-key": {
+      const grace = seconds(values["grace-seconds"], "--grace-seconds");
+      return print(
+        RotateApiKeyResponseSchema,
+        await admin.rotateApiKey(
+          {
+            apiKeyId: need(id, "an api key id"),
+            ...(grace !== undefined && { gracePeriod: { seconds: grace } }),
+            ...expiration(values["expires-in-seconds"]),
+          },
+          opts,
+        ),
+      );
+    }
     case "revoke-key":
       return print(RevokeApiKeyResponseSchema, await admin.revokeApiKey({ apiKeyId: need(id, "an api key id") }, opts));
     case "list-keys":

@@ -2,7 +2,8 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import http2, { type ClientHttp2Session, type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http2";
 import { ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
-import { sluiceError } from "../errors/catalogue.ts";
+import { sluiceError, UNAVAILABLE_RETRY_MS } from "../errors/catalogue.ts";
+import { retryHeaders } from "../errors/http.ts";
 import type { Logger } from "../logger.ts";
 
 /**
@@ -52,12 +53,13 @@ function endToEnd(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
 
 /** A Connect unary error, built from the catalogue, for a core this edge cannot reach. */
 function writeUnavailable(res: ServerResponse): void {
-  const error = sluiceError("service_unavailable", { message: "The core cannot be reached.", retryAfterMs: 1000 });
+  const retryAfterMs = UNAVAILABLE_RETRY_MS;
+  const error = sluiceError("service_unavailable", { message: "The core cannot be reached.", retryAfterMs });
   const body = errorToJsonBytes(error, {});
   res.writeHead(codeToHttpStatus(error.code), {
     "content-type": "application/json",
     "content-length": body.byteLength,
-    "retry-after": "1",
+    ...retryHeaders(retryAfterMs),
   });
   res.end(body);
 }

@@ -54,7 +54,7 @@ function exampleResponse(reason: Reason, entry: Entry, links: ErrorLinks): strin
   const text = typeof body === "string" ? body : JSON.stringify(body, null, 2);
   const type = typeof body === "string" ? "text/plain; charset=utf-8" : "application/json";
   const headers = [`HTTP/1.1 ${entry.http}`, `content-type: ${type}`, "x-request-id: 4bf92f3577b34da6a3ce929d0e0e4736"];
-  if (entry.retryAfter) headers.push("retry-after: 30");
+  if (entry.retryAfter) headers.push("retry-after: 30", "retry-after-ms: 30000");
   return `${headers.join("\n")}\n\n${text}`;
 }
 

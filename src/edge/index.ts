@@ -1,7 +1,8 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import { createContextValues } from "@connectrpc/connect";
 import { HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.ts";
-import { httpErrorFor } from "../errors/http.ts";
+import { UNAVAILABLE_RETRY_MS } from "../errors/catalogue.ts";
+import { httpErrorFor, retryHeaders } from "../errors/http.ts";
 import { parseBearer } from "../protocol/bearer.ts";
 import { startAccess } from "./access.ts";
 import { handleChat } from "./chat/index.ts";
@@ -67,7 +68,7 @@ const handleReadyz: Handler = async (_req, res, deps) => {
   } catch {
     // Reported below as not ready.
   }
-  writeJson(res, 503, { status: "unavailable" }, { "retry-after": "1" });
+  writeJson(res, 503, { status: "unavailable" }, retryHeaders(UNAVAILABLE_RETRY_MS));
 };
 
 /**

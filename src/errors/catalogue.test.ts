@@ -10,6 +10,7 @@ import {
   sluiceError,
   STREAM_INTERNAL_ERROR,
   type Reason,
+  UNAVAILABLE_RETRY_MS,
 } from "./catalogue.ts";
 import { errorBody, streamAbortPayload } from "./envelope.ts";
 import { bodyTooLarge, httpErrorFor, toHttpError } from "./http.ts";
@@ -157,23 +158,25 @@ describe("toHttpError", () => {
     [1_001, "2"],
     [1_500, "2"],
     [1_339_200_000, "1339200"],
-  ])("sets Retry-After for a delay of %i ms to %s", (ms, header) => {
-    expect(toHttpError(sluiceError("api_key_rate_limited", { retryAfterMs: ms }), LINKS).headers["retry-after"]).toBe(
-      header,
-    );
-    expect(toHttpError(sluiceError("spend_cap_exceeded", { retryAfterMs: ms }), LINKS).headers["retry-after"]).toBe(
-      header,
-    );
+  ])("sets Retry-After for a delay of %i ms to %s, and retry-after-ms to the exact delay", (ms, header) => {
+    for (const reason of ["api_key_rate_limited", "service_unavailable", "spend_cap_exceeded"] as const) {
+      const { headers } = toHttpError(sluiceError(reason, { retryAfterMs: ms }), LINKS);
+      expect(headers["retry-after"], reason).toBe(header);
+      expect(headers["retry-after-ms"], reason).toBe(String(ms));
+    }
   });
 
-  it("always sets Retry-After on a 503, and none on errors without a delay", () => {
-    expect(toHttpError(sluiceError("service_unavailable"), LINKS).headers["retry-after"]).toBe("1");
+  it("always sets Retry-After and retry-after-ms on a 503, and neither on errors without a delay", () => {
+    const delay = { "retry-after": "1", "retry-after-ms": String(UNAVAILABLE_RETRY_MS) };
+    expect(toHttpError(sluiceError("service_unavailable"), LINKS).headers).toEqual(delay);
     expect(toHttpError(new ConnectError("upstream down", Code.Unavailable), LINKS)).toMatchObject({
       status: 503,
       reason: "service_unavailable",
-      headers: { "retry-after": "1" },
+      headers: delay,
     });
-    expect(toHttpError(sluiceError("invalid_api_key"), LINKS).headers["retry-after"]).toBeUndefined();
+    const { headers } = toHttpError(sluiceError("invalid_api_key"), LINKS);
+    expect(headers["retry-after"]).toBeUndefined();
+    expect(headers["retry-after-ms"]).toBeUndefined();
   });
 
   it("forwards rate-limit headers and the request id, and nothing else", () => {
@@ -187,7 +190,12 @@ describe("toHttpError", () => {
       },
     });
     const { headers } = toHttpError(err, LINKS);
-    expect(headers).toEqual({ "x-ratelimit-remaining-requests": "0", "x-request-id": "req_9", "retry-after": "1" });
+    expect(headers).toEqual({
+      "x-ratelimit-remaining-requests": "0",
+      "x-request-id": "req_9",
+      "retry-after": "1",
+      "retry-after-ms": "100",
+    });
   });
 
   it("turns unknown errors into internal_error 500 without leaking their message", () => {
@@ -234,6 +242,7 @@ describe("toHttpError", () => {
       "docs_url",
       "message",
     ]);
+    expect(streamAbortPayload("spend_cap_exceeded", LINKS, "held")).toMatchObject({ message: "held" });
     expect(STREAM_INTERNAL_ERROR).toEqual({ error: "service_unavailable", status: 500 });
     expect(errorBody("payment_failed", LINKS)).toMatchObject({
       error: { type: "billing_error", code: "payment_failed" },

@@ -37,7 +37,7 @@ export interface Entry {
   readonly cause: string;
   /** What the caller does about it, for `/docs/errors/<code>`. */
   readonly recovery: string;
-  /** Whether it always carries a delay (`RetryInfo`, HTTP `Retry-After`). */
+  /** Whether it always carries a delay (`RetryInfo`; over HTTP `Retry-After` and `retry-after-ms`). */
   readonly retryAfter?: true;
 }
 
@@ -82,8 +82,10 @@ export const CATALOGUE = {
     http: 401,
     envelope: { kind: "detail" },
     message: "The API key is not found, malformed or revoked.",
-    cause: "Key not found, malformed, or revoked.",
-    recovery: "Check the key. The console lists your keys; an operator issues new ones.",
+    cause: "Key not found, malformed, revoked or expired, or an old secret of a rotated key past its grace period.",
+    recovery:
+      "Check the key. The console lists your keys with their expiry and, after a rotation, how long the old " +
+      "secret still works; an operator issues new keys and secrets.",
   },
   onboarding_incomplete: {
     grpc: Code.FailedPrecondition,
@@ -99,9 +101,16 @@ export const CATALOGUE = {
     envelope: billing,
     retryAfter: true,
     message: "The call would exceed the monthly spend cap. Raise the cap or wait for the next period.",
-    cause: "The call would exceed the monthly cap.",
+    cause:
+      "The call would exceed the monthly cap (the account's, or the calling key's own cap), or other calls in " +
+      "flight hold what is left of it.",
     recovery:
-      "Raise the cap or wait for the period rollover. `Retry-After` is the number of seconds until the next period.",
+      "When `ErrorInfo.metadata.temporary` is `true`, only other calls in flight stand in the way: retry after " +
+      "the short delay given (`Retry-After`, `retry-after-ms`, `RetryInfo`: at least 1 s, at most the reservation " +
+      "TTL), when their holds have ended. Otherwise (`false`) the month's spend is used up: raise the cap or wait " +
+      "for the period rollover; `Retry-After` is the number of seconds until the next period. " +
+      "`ErrorInfo.metadata.cap` says which cap refused: `account`, or `key` (the key's own cap, which an operator " +
+      "raises or removes; another key of the account may still have room).",
   },
   payment_failed: {
     grpc: Code.FailedPrecondition,
@@ -157,8 +166,12 @@ export const CATALOGUE = {
     envelope: { kind: "structured", type: "rate_limit_error", resolution: "keys" },
     retryAfter: true,
     message: "The API key's request rate limit is exhausted. Retry after the delay given.",
-    cause: "Per-key request limit exhausted.",
-    recovery: "`Retry-After` (seconds) is always present; honor it. The console shows each key's rate and burst.",
+    cause: "Per-key request limit exhausted, or the key's tokens-per-minute budget cannot cover the call yet.",
+    recovery:
+      "`Retry-After` (seconds) and `retry-after-ms` (milliseconds) are always present; honor them. The console " +
+      "shows each key's rate, burst and token limit. A token refusal (`ErrorInfo.metadata.limit` `tokens`) counts " +
+      "the call's prompt plus its max_tokens: asking for fewer tokens may fit sooner; `x-ratelimit-remaining-tokens` " +
+      "says what is left.",
   },
   service_unavailable: {
     grpc: Code.Unavailable,
@@ -168,7 +181,8 @@ export const CATALOGUE = {
     message: "The service is temporarily unavailable. Back off and retry.",
     cause: "Service temporarily unavailable: the store, the model servers or this process are overloaded or down.",
     recovery:
-      "`Retry-After` is present; back off and retry. The console's status page shows whether the service is ready.",
+      "`Retry-After` and `retry-after-ms` are present; back off and retry. The console's status page shows " +
+      "whether the service is ready.",
   },
   canceled: {
     grpc: Code.Canceled,
@@ -303,6 +317,13 @@ export function retryAfterMsOf(err: unknown): number | undefined {
 export function httpStatusOf(reason: Reason): number {
   return CATALOGUE[reason].http;
 }
+
+/**
+ * The retry delay of a `service_unavailable` that has no better one of its own (an engine or a
+ * transport that failed without saying when to come back), so that every 503 carries a delay on
+ * every protocol: `RetryInfo` over gRPC and Connect, `Retry-After` over HTTP.
+ */
+export const UNAVAILABLE_RETRY_MS = 1000;
 
 /** The `data:` payload of the internal-error event of a stream, fixed by SPEC. */
 export const STREAM_INTERNAL_ERROR = { error: "service_unavailable", status: 500 } as const;

@@ -49,7 +49,10 @@ export function errorBody(reason: Reason, links: ErrorLinks, message?: string): 
   };
 }
 
-/** The `data:` payload of the spend-cap abort event of a stream. */
-export function streamAbortPayload(reason: Reason, links: ErrorLinks): object {
-  return { code: reason, message: CATALOGUE[reason].message, docs_url: docsUrlOf(reason, links) };
+/**
+ * The `data:` payload of the spend-cap abort event of a stream. `message` is the occurrence's
+ * own (a temporary refusal says so), else the catalogue's; SPEC fixes the three fields.
+ */
+export function streamAbortPayload(reason: Reason, links: ErrorLinks, message?: string): object {
+  return { code: reason, message: message ?? CATALOGUE[reason].message, docs_url: docsUrlOf(reason, links) };
 }

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { firstValue, toHttpError } from "./http.ts";
+import { firstValue, retryHeaders, toHttpError } from "./http.ts";
 
 const links = { publicUrl: "https://llm.example" };
 
@@ -23,5 +23,16 @@ describe("toHttpError", () => {
       "x-ratelimit-remaining-requests": "9",
     });
     expect(firstValue("7")).toBe("7");
+  });
+
+  it.each([
+    [1, "1", "1"],
+    [999, "1", "999"],
+    [1_000, "1", "1000"],
+    [1_001, "2", "1001"],
+    [15_000, "15", "15000"],
+    [0.2, "1", "1"],
+  ])("writes a delay of %s ms as Retry-After %s and retry-after-ms %s", (ms, seconds, millis) => {
+    expect(retryHeaders(ms)).toEqual({ "retry-after": seconds, "retry-after-ms": millis });
   });
 });

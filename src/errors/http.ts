@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { httpStatusOf, reasonOf, retryAfterMsOf, sluiceError, type Reason } from "./catalogue.ts";
+import { httpStatusOf, reasonOf, retryAfterMsOf, sluiceError, type Reason, UNAVAILABLE_RETRY_MS } from "./catalogue.ts";
 import { errorBody, type ErrorLinks } from "./envelope.ts";
 
 /**
@@ -39,8 +39,18 @@ function fallbackReason(err: ConnectError): Reason {
   }
 }
 
-/** Default delay suggested for a 503 that carries no `RetryInfo`. */
-const DEFAULT_UNAVAILABLE_RETRY_MS = 1000;
+/**
+ * The HTTP headers of a retry delay: `Retry-After` in whole seconds, rounded up and at least 1
+ * (RFC 9110 has no fractions), and `retry-after-ms`, the exact delay in integer milliseconds,
+ * which the official OpenAI SDKs read before `Retry-After` when they retry a 429 or a 5xx.
+ * Every response that carries a delay carries both, built here, so the two always agree. That
+ * includes a 402 `spend_cap_exceeded`: SDKs do not retry a 402, but a caller who does retries
+ * at the exact time of a temporary refusal (and one header rule is simpler than two).
+ */
+export function retryHeaders(retryAfterMs: number): Record<string, string> {
+  const ms = Math.max(0, Math.ceil(retryAfterMs));
+  return { "retry-after": String(Math.max(1, Math.ceil(ms / 1000))), "retry-after-ms": String(ms) };
+}
 
 /** Maps any error thrown by the core into the HTTP status, envelope and headers of SPEC. */
 export function toHttpError(thrown: unknown, links: ErrorLinks): HttpError {
@@ -53,8 +63,8 @@ export function toHttpError(thrown: unknown, links: ErrorLinks): HttpError {
     if (FORWARDED.test(key)) headers[key] = firstValue(value);
   });
   let retryMs = retryAfterMsOf(err);
-  if (retryMs === undefined && reason === "service_unavailable") retryMs = DEFAULT_UNAVAILABLE_RETRY_MS;
-  if (retryMs !== undefined) headers["retry-after"] = String(Math.max(1, Math.ceil(retryMs / 1000)));
+  if (retryMs === undefined && reason === "service_unavailable") retryMs = UNAVAILABLE_RETRY_MS;
+  if (retryMs !== undefined) Object.assign(headers, retryHeaders(retryMs));
   // The message of an unexpected error may hold internals; only catalogue messages leave.
   const message = reasonOf(err) ? err.rawMessage : undefined;
   return { status: httpStatusOf(reason), headers, body: errorBody(reason, links, message), reason };

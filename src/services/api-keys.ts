@@ -1,5 +1,7 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import type { ApiKeyRecord, Store } from "../store/store.ts";
+import { workingPrevious } from "../store/key-secrets.ts";
+import type { ApiKeyRecord, Balance, Store } from "../store/store.ts";
+import { periodOf } from "./completion/pricing.ts";
 
 /**
  * An account's keys, revoked ones included, oldest first: the order both Admin's and Identity's
@@ -11,10 +13,23 @@ export async function listApiKeysOldestFirst(store: Store, accountId: string): P
 }
 
 /**
- * A stored key in the shape the Admin and the Identity `ApiKey` share: never its hash, which
- * stays in the store (Admin adds the account id, which the key holder knows already).
+ * What each key of an account has spent and holds in the period of `nowMs`, for the keys' listings
+ * (a key missing from the map has spent and holds nothing).
+ * @throws `service_unavailable` (Redis).
  */
-export function apiKeyToProto(k: ApiKeyRecord) {
+export function keyBalancesNow(store: Store, accountId: string, nowMs: number): Promise<Map<string, Balance>> {
+  return store.keyBalances({ accountId, period: periodOf(nowMs), nowMs });
+}
+
+/**
+ * A stored key in the shape the Admin and the Identity `ApiKey` share: never its hashes, which
+ * stay in the store (Admin adds the account id, which the key holder knows already). A secret a
+ * rotation replaced shows only while it still works at `nowMs`, so both readers see how long it
+ * has left and never a secret that is over. Its own limits show when set, and its spend and holds
+ * in the current period (`balance`, from `keyBalancesNow`; none is 0 and 0) beside its cap.
+ */
+export function apiKeyToProto(k: ApiKeyRecord, nowMs: number, balance?: Balance) {
+  const previous = workingPrevious(k, nowMs);
   return {
     id: k.id,
     prefix: k.prefix,
@@ -22,5 +37,11 @@ export function apiKeyToProto(k: ApiKeyRecord) {
     burst: k.burst,
     revoked: k.revoked,
     createTime: timestampFromMs(k.createTimeMs),
+    ...(k.expireTimeMs !== undefined && { expireTime: timestampFromMs(k.expireTimeMs) }),
+    ...(previous && { previousPrefix: previous.prefix, previousExpireTime: timestampFromMs(previous.expireTimeMs) }),
+    ...(k.spendCapUsdMicros !== undefined && { spendCapUsdMicros: BigInt(k.spendCapUsdMicros) }),
+    spentUsdMicros: BigInt(balance?.spentUsdMicros ?? 0),
+    reservedUsdMicros: BigInt(balance?.reservedUsdMicros ?? 0),
+    ...(k.tokensPerMinute !== undefined && { tokensPerMinute: k.tokensPerMinute }),
   };
 }

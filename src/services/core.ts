@@ -111,7 +111,7 @@ export function createCore(deps: CoreDeps): Core {
     ready,
     calls,
     keyed: KEYED,
-    checkKey: (authorization) => checkApiKey(deps.store, authorization),
+    checkKey: (authorization) => checkApiKey(deps.store, authorization, deps.now()),
     chargeRateLimit: (key) => deps.store.chargeRateLimit({ key, nowMs: deps.now() }),
   };
 }

@@ -1,7 +1,7 @@
 import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import { SpanKind, type Tracer } from "@opentelemetry/api";
 import { accessFields, type CallFacts, genAiAttributes, startFacts } from "../call-facts.ts";
-import { reasonOf, sluiceError } from "../errors/catalogue.ts";
+import { reasonOf, sluiceError, UNAVAILABLE_RETRY_MS } from "../errors/catalogue.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { requestIdFrom } from "../protocol/request-id.ts";
@@ -36,6 +36,8 @@ function normalize(err: unknown, requestId: string, logger: Logger, rpc: string,
   });
   return sluiceError(unavailable ? "service_unavailable" : "internal_error", {
     headers: { "x-request-id": requestId },
+    // Every 503 says when to come back, over gRPC and Connect (RetryInfo) as over HTTP.
+    ...(unavailable && { retryAfterMs: UNAVAILABLE_RETRY_MS }),
     cause: err,
   });
 }

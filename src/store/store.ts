@@ -7,6 +7,27 @@
  * Money is integer US-dollar micros held in `number` (exact up to 2^53, about $9 billion).
  */
 
+import type {
+  Balance,
+  BalanceRequest,
+  CallOutcome,
+  DaySpend,
+  ExtendReservationRequest,
+  Grant,
+  RateCharge,
+  ReleaseRequest,
+  ReserveRequest,
+  SettleRequest,
+  SpendByDayRequest,
+  UsageRecordRow,
+} from "./billing-types.ts";
+import type { ApiKeyRecord, ApiKeyUpdate, KeyRotation, RateLimitedKey, RotateApiKeyRequest } from "./key-types.ts";
+
+/** The billing types of the contract, kept apart so that this file stays the interface. */
+export type * from "./billing-types.ts";
+/** The API-key types of the contract: records, rotation and limits. */
+export type * from "./key-types.ts";
+
 export type PaymentStatus = "ok" | "failed";
 export type SubscriptionStatus = "active" | "canceled";
 
@@ -27,67 +48,6 @@ export type AccountPatch = Partial<
   Pick<AccountRecord, "spendCapUsdMicros" | "onboardingComplete" | "paymentStatus" | "subscriptionStatus">
 >;
 
-/** An API key as stored: only the hash of its secret, never the secret. */
-export interface ApiKeyRecord {
-  id: string;
-  accountId: string;
-  /** The first characters of the secret, to recognise it by. */
-  prefix: string;
-  /** Hex SHA-256 of the whole secret. */
-  hash: string;
-  rateLimitRps: number;
-  burst: number;
-  revoked: boolean;
-  createTimeMs: number;
-}
-
-/** The billing trace of one completed call, written together with its charge. */
-export interface UsageRecordRow {
-  /** The completion id. */
-  id: string;
-  accountId: string;
-  apiKeyId: string;
-  model: string;
-  promptTokens: number;
-  completionTokens: number;
-  costUsdMicros: number;
-  createTimeMs: number;
-}
-
-/** What a rate-limit check decided, with the state the `x-ratelimit-*` headers report. */
-export interface RateDecision {
-  allowed: boolean;
-  limit: number;
-  remaining: number;
-  /** Until the bucket is full again. */
-  resetMs: number;
-  /** Until the next request would be allowed; 0 when allowed. */
-  retryAfterMs: number;
-}
-
-/** The key whose rate limit applies. */
-export type RateLimitedKey = Pick<ApiKeyRecord, "id" | "accountId" | "rateLimitRps" | "burst">;
-
-/**
- * Names one call's reservation (its hold on the cap): the completion id, within the account's
- * billing period.
- */
-export interface ReservationRef {
-  accountId: string;
-  /** The UTC month, such as "2026-11". */
-  period: string;
-  /** The completion id; one reservation per call. */
-  reservationId: string;
-}
-
-/** Asks to hold between `minimum` and `maximum` micros of the account's cap. */
-export interface ReserveRequest extends ReservationRef {
-  minimum: number;
-  maximum: number;
-  /** A reservation not settled, released or extended within this time is released by itself. */
-  ttlMs: number;
-}
-
 /** One rate-limit step for a key and, for a chat call, the reservation taken with it. */
 export interface RateLimitRequest {
   key: RateLimitedKey;
@@ -95,52 +55,15 @@ export interface RateLimitRequest {
   nowMs: number;
   /** Taken only when the request is allowed, in the same atomic step. */
   reserve?: ReserveRequest;
-}
-
-/** A rate-limit decision and, when a reservation was asked for and the request allowed, what it holds. */
-export interface RateCharge extends RateDecision {
-  /** Micros held for the call; 0 when refused, when the cap cannot cover the minimum, or not asked for. */
-  granted: number;
-}
-
-/** Grows and renews a running call's reservation (see `Store.extendReservation`). */
-export interface ExtendReservationRequest extends ReserveRequest {
-  /** The caller's clock (see "Time" on `Store`). */
-  nowMs: number;
-}
-
-/** Settles a reservation: charges `chargeUsdMicros` and, for a completed call, writes its record. */
-export interface SettleRequest extends ReservationRef {
-  chargeUsdMicros: number;
   /**
-   * The caller's clock at settle time (see "Time" on `Store`): it names the UTC day the charge
-   * is counted on in `spendByDay`.
+   * A chat call's tokens (its prompt plus its reserved output), for a key with a tokens-per-minute
+   * limit: with `reserve`, they are taken from the key's token budget in the same step as the hold,
+   * and a budget that cannot cover them yet refuses the call before any hold (`RateCharge.tokens`).
+   * A request too big for a whole minute's budget takes the whole budget, once it is full. 0 (a
+   * chat call refused before it was sized) only reads the budget; unset (not a chat call), the
+   * budget is neither read nor answered.
    */
-  nowMs: number;
-  /** Absent for a spend-cap abort: its delivered chunks are charged, but it gets no record. */
-  record?: UsageRecordRow;
-}
-
-/** Which account's money to read, for which period. */
-export interface BalanceRequest {
-  accountId: string;
-  period: string;
-  /** The caller's clock (see "Time" on `Store`): reservations expired by then are not counted. */
-  nowMs: number;
-}
-
-/** Which account's period to read day by day. */
-export interface SpendByDayRequest {
-  accountId: string;
-  /** The UTC month, such as "2026-11". */
-  period: string;
-}
-
-/** What one UTC day of a period was charged. */
-export interface DaySpend {
-  /** The UTC date, such as "2026-11-03". */
-  date: string;
-  spentUsdMicros: number;
+  tokens?: number;
 }
 
 /** Changes an account: the fields `patch` sets, the others left alone. */
@@ -157,22 +80,6 @@ export interface UsagePageRequest {
   /** Empty for the first page; otherwise a `nextPageToken` this store returned. */
   pageToken: string;
 }
-
-/** A period's money for one account. */
-export interface Balance {
-  spentUsdMicros: number;
-  reservedUsdMicros: number;
-}
-
-/**
- * How a call's hold ended, which is the answer to "was it billed?": `settled` (charged, now or
- * by an earlier settle whose reply was lost) or `released` (never charged, and never will be).
- * Once a completion id has an outcome it never changes, so a late or repeated command cannot
- * charge a released call or refund a settled one. Backends keep closed ids for as long as a
- * command for them can still arrive, and no longer (the Redis store 70 days, the memory store
- * ten minutes and at most a million), so that they do not grow with traffic for ever.
- */
-export type CallOutcome = "settled" | "released";
 
 /** One page of usage records, newest first. */
 export interface UsagePage {
@@ -254,24 +161,54 @@ export interface Store {
   findAccountsByEmail(email: string): Promise<AccountRecord[]>;
 
   /**
-   * Stores a new API key (its hash, never its secret).
+   * Stores a new API key (its hash, never its secret), with its expiry if it has one.
    * @throws `service_unavailable` (Redis); the key may be partly stored, but its secret was
    * never shown to anyone, so it cannot be used.
    */
   createApiKey(key: ApiKeyRecord): Promise<void>;
   /**
-   * The key whose secret hashes to `hash`, revoked or not; undefined when there is none. Every
-   * keyed call asks, so the Redis store caches answers (misses too) for at most 1 s.
+   * The key whose current secret or last replaced secret (`previous`) hashes to `hash`, revoked,
+   * expired or not; undefined when there is none (a secret replaced before the last rotation is
+   * forgotten). Callers decide with `acceptsSecret`, by their clock, so expiries and grace periods
+   * end on time even on a cached answer. Every keyed call asks, so the Redis store caches answers
+   * (misses too) for at most 1 s: a revocation or rotation made elsewhere drops them at once
+   * through pub/sub, or within that second if the message is lost.
    * @throws `service_unavailable` (Redis).
    */
   findApiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined>;
   /**
    * Marks a key revoked and returns it (undefined when there is none); a revoked key stays
-   * listed. The Redis store drops cached copies in every process at once.
+   * listed, and none of its secrets works any more. The Redis store drops cached copies (of
+   * both secrets) in every process at once.
    * @throws `service_unavailable` (Redis); the key may have been revoked anyway (asking again
    * is harmless).
    */
   revokeApiKey(apiKeyId: string): Promise<ApiKeyRecord | undefined>;
+  /**
+   * Gives a key a new secret, atomically: the key keeps its id, account, limits and rate-limit
+   * state; `hash` and `prefix` become the new secret's; the secret replaced becomes `previous`,
+   * accepted until `nowMs + gracePeriodMs`; the one `previous` held before is forgotten, so it
+   * ends at once even if its grace had time left. `expireTimeMs`, when set, replaces the key's
+   * expiry. No reader, in any process, ever finds neither secret working: the new secret is
+   * found by its hash before the switch (on Redis its index entry is written first, then the key
+   * is switched in one script). A revoked key, or one expired by `nowMs` with no new
+   * `expireTimeMs`, is not rotated. Returns undefined when there is no such key. The Redis store
+   * drops cached copies of the three secrets in every process at once.
+   * @throws `service_unavailable` (Redis); the key may have been rotated anyway, to a secret no
+   * one was shown, while its old secret keeps its grace period. `listApiKeys` tells (the prefix
+   * changed); rotating again then ends that old secret at once, since only one replaced secret
+   * is kept.
+   */
+  rotateApiKey(request: RotateApiKeyRequest): Promise<KeyRotation | undefined>;
+  /**
+   * Sets or removes a key's own cap and token limit (`ApiKeyPatch`) and returns the key as it is
+   * now (undefined when there is none); revoked keys too. A new cap rules the next hold at once,
+   * in every process (holds read it in their store step); a lowered one refuses growth but does
+   * not cut holds already taken, as with an account's cap. The Redis store drops cached copies of
+   * the key in every process at once, so a new token limit applies within that moment too.
+   * @throws `service_unavailable` (Redis); the patch may have been applied anyway.
+   */
+  updateApiKey(update: ApiKeyUpdate): Promise<ApiKeyRecord | undefined>;
   /**
    * An account's keys, revoked ones included, in no particular order.
    * @throws `service_unavailable` (Redis).
@@ -281,28 +218,37 @@ export interface Store {
   /**
    * Charges one request to its key's rate limit (one GCRA step): an allowed request is counted,
    * a refused one says how long to wait and costs nothing. With `reserve`, an allowed request
-   * also takes its reservation in the same atomic step (as `extendReservation` would), so a
-   * chat call pays one round trip for both; a refused one holds nothing.
+   * also takes its reservation in the same atomic step (as `extendReservation` would, with the
+   * same `Grant` answer), so a chat call pays one round trip for both; a refused one holds
+   * nothing. With `tokens`, the key's token budget is charged in that step too (see
+   * `RateLimitRequest.tokens`): a call it refuses is counted by the request rate but holds
+   * nothing, and a call the cap refuses takes no tokens.
    * @throws `service_unavailable` (Redis); the charge and the reservation may have happened
    * anyway, so a caller that asked for one releases it by completion id.
    */
   chargeRateLimit(request: RateLimitRequest): Promise<RateCharge>;
   /**
    * Extends a running call's reservation, in money and in time, and returns the micros added
-   * (0 when refused). It adds min(maximum, cap - spent - reserved) when that is at least
-   * `minimum`, and renews the expiry to `ttlMs` from now. With `maximum` 0 it only renews: a live
-   * reservation is kept alive even above a cap lowered since, and an expired or released one is
-   * never brought back. A reservation that is not live (it expired while its process stalled,
-   * or was never taken) is taken afresh. A settled or released id is refused (0), so an
-   * extension still in flight can never outlive its call.
+   * (0 when refused; `Grant` says when a refusal is temporary and which cap refused). It adds
+   * min(maximum, cap - spent - reserved) when that is at least `minimum`, and no more than the
+   * key's own cap leaves (its cap less its spend and its holds) when the hold names a key that
+   * has one: both caps are checked and the hold counted against both in one step. It renews the expiry
+   * to `ttlMs` from now. With `maximum` 0 it only renews: a live reservation is kept alive even
+   * above a cap lowered since, and an expired or released one is never brought back. A
+   * reservation that is not live (it expired while its process stalled, or was never taken) is
+   * taken afresh. A settled or released id is refused (0), so an extension still in flight can
+   * never outlive its call.
    * @throws `service_unavailable` (Redis); the extension may have happened anyway: it is
    * returned by the settle or release that ends the call, or expires.
    */
-  extendReservation(request: ExtendReservationRequest): Promise<number>;
+  extendReservation(request: ExtendReservationRequest): Promise<Grant>;
   /**
    * Replaces the reservation by its charge, atomically with the record, and closes its id;
    * idempotent per id. The charge is cut to what the cap still allows (a call whose reservation
-   * expired while it ran), and the record carries the amount actually charged. Returns
+   * expired while it ran), and by the key's own cap too (with `apiKeyId`), whose spend the
+   * charge is added to in the same step; the record carries the amount actually charged. The key's
+   * token budget gets back the tokens its admission took beyond `usedTokens`, as far as the budget
+   * has not refilled since (the part of the take still counted against it). Returns
    * `released` (nothing charged) when the id was released first.
    * @throws `service_unavailable` (Redis). Unless `wasNotSent`, the settle may have happened
    * or may still happen: the caller learns which by `release`, which closes the id and answers
@@ -313,15 +259,25 @@ export interface Store {
    * Drops a reservation without charge and closes its id, so that a settle or an extension
    * still in flight can never land afterwards; idempotent per id. Returns `settled` when the id
    * had already been settled: that is how a settle whose reply was lost is resolved. Closed ids
-   * are kept for as long as a command for them can still arrive (see each backend).
+   * are kept for as long as a command for them can still arrive (see each backend). A call that
+   * is not billed is not counted against its key's token limit either: the first release gives
+   * back all the tokens its admission took, as far as the budget has not refilled since.
    * @throws `service_unavailable` (Redis); callers ask again until it answers.
    */
-  release(reservation: ReservationRef): Promise<CallOutcome>;
+  release(reservation: ReleaseRequest): Promise<CallOutcome>;
   /**
    * A period's spent micros and live reservations (expired ones are dropped first).
    * @throws `service_unavailable` (Redis).
    */
   balance(request: BalanceRequest): Promise<Balance>;
+  /**
+   * A period's money by key, for the keys that made holds or charges in it (a key missing from the
+   * map has spent and holds nothing): the key's settled charges and its live holds, counted in the
+   * same steps as the account's, so they sum to no more than the account's (holds and charges made
+   * without a key count for the account only).
+   * @throws `service_unavailable` (Redis).
+   */
+  keyBalances(request: BalanceRequest): Promise<Map<string, Balance>>;
   /**
    * A period's charges by UTC day: only days that were charged, ascending by date. Each settle
    * that charges more than 0 (a spend-cap abort's partial charge too) adds its charge to its day

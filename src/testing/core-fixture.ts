@@ -37,6 +37,10 @@ export interface NewAccountOptions {
   onboarded?: boolean;
   rateLimitRps?: number;
   burst?: number;
+  /** The key's own cap (`ApiKey.spend_cap_usd_micros`); unset, none. */
+  spendCapUsdMicros?: bigint;
+  /** The key's tokens-per-minute limit; unset, none. */
+  tokensPerMinute?: number;
 }
 
 /** An account's API key, with the call options that present it. */
@@ -61,7 +65,7 @@ export interface CoreFixture {
   /** Creates an account (onboarded, capped) and one API key on it. */
   newAccount(options?: NewAccountOptions): Promise<TestKey>;
   /** Creates one more API key on an existing account. */
-  newKey(accountId: string, limits?: { rateLimitRps?: number; burst?: number }): Promise<TestKey>;
+  newKey(accountId: string, limits?: Omit<NewAccountOptions, "capUsdMicros" | "onboarded">): Promise<TestKey>;
   /** The account as the Admin API reads it (its period balance included). */
   account(accountId: string): Promise<Account | undefined>;
 }

@@ -1,7 +1,7 @@
 /**
  * Every console page passes axe-core with zero violations (WCAG A and AA, colour contrast included, and
  * axe's best practices), in the light and the dark colour scheme, in the states a user meets: empty,
- * filled, with an error, with a new key's secret and a revocation to confirm.
+ * filled, with an error, with a new key's secret, a rotation and a revocation to confirm.
  */
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -59,6 +59,18 @@ describe("console accessibility", () => {
     await page.locator('[data-stat="spent"]').waitFor();
     await page.getByText("Spend by day as a table").click();
     await expectAccessible(page, "billing");
+    await page.getByLabel("Message (sent as one user message)").fill("What would this cost?");
+    await page.getByRole("button", { name: "Estimate" }).click();
+    await page.locator('[data-estimate="admitted"]').waitFor();
+    await expectAccessible(page, "billing with an estimate");
+    await page.getByLabel("Model").fill("no-such-model");
+    await page.getByRole("button", { name: "Estimate" }).click();
+    await page.locator('[data-estimate="model_not_found"]').waitFor();
+    await expectAccessible(page, "billing with a refused estimate");
+    await page.getByLabel("Max tokens (optional)").fill("lots");
+    await page.getByRole("button", { name: "Estimate" }).click();
+    await page.getByRole("alert").waitFor();
+    await expectAccessible(page, "billing with an estimate error");
     await page.getByRole("link", { name: "Usage" }).click();
     await page.locator("table.usage tbody tr").first().waitFor();
     await expectAccessible(page, "usage");
@@ -86,5 +98,11 @@ describe("console accessibility", () => {
       .click();
     await page.getByRole("button", { name: "Revoke key", exact: true }).waitFor();
     await expectAccessible(page, "account with a secret and a revocation to confirm");
+    await page
+      .getByRole("button", { name: /^Rotate key svc_sk_/ })
+      .first()
+      .click();
+    await page.getByLabel("Grace period for the old secret, in minutes").waitFor();
+    await expectAccessible(page, "account with a rotation to confirm");
   });
 });

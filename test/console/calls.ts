@@ -6,12 +6,12 @@ import { expect } from "vitest";
 import type { UsageRecord } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
 import type { TestApp } from "../support/harness.ts";
 
-/** Makes one chat call with `apiKey` and expects it to succeed. */
-export async function chat(app: TestApp, apiKey: string, content: string): Promise<void> {
+/** Makes one chat call with `apiKey` (on `model`, service-extract by default) and expects it to succeed. */
+export async function chat(app: TestApp, apiKey: string, content: string, model = "service-extract"): Promise<void> {
   const res = await fetch(`${app.edgeUrl}/v1/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
-    body: JSON.stringify({ model: "service-extract", messages: [{ role: "user", content }] }),
+    body: JSON.stringify({ model, messages: [{ role: "user", content }] }),
   });
   expect(res.status, await res.clone().text()).toBe(200);
   await res.json();

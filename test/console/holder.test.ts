@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isoTime, USAGE_CSV_HEADER } from "../../console/src/csv.ts";
 import { PaymentStatus } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { formatUsd } from "../../console/src/money.ts";
+import { registryWith, scriptedEngine } from "../support/engines.ts";
 import { startTestApp, type TestApp } from "../support/harness.ts";
 import { type Browser, launchBrowser, openPage, screenshot, scrollsSideways, signIn } from "./browser.ts";
 import { chat, consoleUrl, ledger, totalCost } from "./calls.ts";
@@ -114,6 +115,24 @@ describe("the console for an account holder", () => {
     expect(page.problems).toEqual([]);
   });
 
+  it("shows a key's own cap, token limit and what it spent this month, from the ledger", async () => {
+    const { accountId, apiKey, apiKeyId } = await app.newAccount();
+    const limits = { apiKeyId, spendCapUsdMicros: 1_500_000n, tokensPerMinute: 50_000 };
+    await app.admin.updateApiKey(limits, { headers: app.adminHeaders });
+    await chat(app, apiKey, "Sluice meters spend. Keys have caps.");
+    const spent = totalCost(await ledger(app, accountId));
+    expect(spent).toBeGreaterThan(0n);
+    const page = await openPage(browser);
+    await signIn(page, consoleUrl(app), apiKey, "Billing");
+    await page.getByRole("link", { name: "Keys" }).click();
+    const row = page.locator(`tr[data-key-id="${apiKeyId}"]`);
+    await row.waitFor();
+    expect(await row.locator("[data-key-cap]").textContent()).toBe("$1.50");
+    expect(await row.locator("[data-key-spent]").textContent()).toBe(formatUsd(spent));
+    expect(await row.textContent()).toContain("50,000");
+    expect(page.problems).toEqual([]);
+  });
+
   it("shows the service status signed out, from /readyz", async () => {
     const page = await openPage(browser);
     await page.goto(consoleUrl(app, "/status"));
@@ -181,6 +200,91 @@ describe("the console for an account holder", () => {
     await page.locator("table.usage tbody tr").first().waitFor();
     await expectNoSidewaysScroll(page);
     await screenshot(page, "phone-usage");
+    expect(page.problems).toEqual([]);
+  });
+});
+
+describe("the billing page's forecast and call estimate", () => {
+  /** 10.5 days into November 2026: the server's clock, so the forecast's date is known. */
+  const NOW = Date.parse("2026-11-11T12:00:00Z");
+  let app: TestApp;
+  let browser: Browser;
+  beforeAll(async () => {
+    // 100 micros per input token and 200 per output token, so figures are large enough to read.
+    const models = registryWith([
+      {
+        name: "pricey",
+        engine: scriptedEngine({ deltas: ["ok"] }),
+        inputUsdMicrosPerMillion: 100_000_000,
+        outputUsdMicrosPerMillion: 200_000_000,
+      },
+    ]);
+    [app, browser] = await Promise.all([startTestApp({}, { models, now: () => NOW }), launchBrowser()]);
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+  });
+
+  /** Fills the estimate form and submits it from the keyboard; `maxTokens` empty leaves it unset. */
+  async function estimate(page: Page, model: string, message: string, maxTokens = ""): Promise<void> {
+    await page.getByLabel("Model").fill(model);
+    await page.getByLabel("Message (sent as one user message)").fill(message);
+    await page.getByLabel("Max tokens (optional)").fill(maxTokens);
+    await page.getByLabel("Model").press("Enter");
+  }
+  const figure = (page: Page, name: string) => page.locator(`[data-stat="estimate-${name}"]`).textContent();
+  const forecast = (page: Page) => page.locator("[data-forecast]");
+
+  it("forecasts the day the cap is reached, from the period's real spend", async () => {
+    const { apiKey } = await app.newAccount({ capUsdMicros: 2_000n });
+    const page = await openPage(browser);
+    await signIn(page, consoleUrl(app), apiKey, "Billing");
+    await forecast(page).waitFor();
+    expect(await forecast(page).getAttribute("data-forecast")).toBe("no-spend");
+    // 7 prompt tokens at 100 and one output token at 200: 900 micros in 10.5 days, 85 a day.
+    await chat(app, apiKey, "hi", "pricey");
+    await page.getByRole("button", { name: "Refresh" }).click();
+    await page.locator('[data-forecast="date"]').waitFor();
+    expect(await forecast(page).textContent()).toBe(
+      "At this month's rate ($0.000085 a day) the cap is reached on 2026-11-24 (UTC).",
+    );
+    await chat(app, apiKey, "hi", "pricey");
+    await page.getByRole("button", { name: "Refresh" }).click();
+    // 1,800 of 2,000 spent at 171 a day: the last 200 take 1.2 days, the 12th.
+    await expect
+      .poll(() => forecast(page).textContent())
+      .toBe("At this month's rate ($0.000171 a day) the cap is reached on 2026-11-12 (UTC).");
+    expect(page.problems).toEqual([]);
+  });
+
+  it("estimates a call: the core's figures, then the refusals in words", { timeout: 60_000 }, async () => {
+    const { apiKey } = await app.newAccount({ capUsdMicros: 2_000n, rps: 1000, burst: 1000 });
+    const page = await openPage(browser);
+    await signIn(page, consoleUrl(app), apiKey, "Billing");
+    await estimate(page, "pricey", "hi", "3");
+    await page.locator('[data-estimate="admitted"]').waitFor();
+    expect(await page.locator("[data-estimate]").textContent()).toContain("Would be admitted now.");
+    expect(await figure(page, "prompt")).toBe("7");
+    expect(await figure(page, "output")).toBe("3");
+    // 7 * 100 + 3 * 200 micros; nothing is held, so the whole cap is left.
+    expect(await figure(page, "cost")).toBe("$0.0013");
+    expect(await figure(page, "left")).toBe("$0.002");
+    await screenshot(page, "billing-estimate");
+
+    await estimate(page, "nope", "hi");
+    await page.locator('[data-estimate="model_not_found"]').waitFor();
+    expect(await page.locator("[data-estimate]").textContent()).toContain("There is no model named “nope”");
+    expect(await figure(page, "cost")).toBe("—");
+
+    // 100 micros a prompt token: a long message outgrows what is left before it answers a token.
+    await estimate(page, "pricey", "Sluice meters spend. Caps are monthly. Keys are rate limited.");
+    await page.locator('[data-estimate="spend_cap_exceeded"]').waitFor();
+    expect(await page.locator("[data-estimate]").textContent()).toContain("does not cover the prompt");
+
+    await estimate(page, "pricey", "hi", "many");
+    await page.getByRole("alert").getByText("Max tokens: Enter a whole number of tokens").waitFor();
+    expect(await page.getByLabel("Max tokens (optional)").getAttribute("aria-invalid")).toBe("true");
     expect(page.problems).toEqual([]);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * The console as the operator uses it, in a real browser against a real Sluice: sign in with the admin
  * token, open an account, issue a key whose secret is shown once, prove the key with real `curl` calls,
- * revoke it, and see curl refused. What the page did is read back through the Admin API.
+ * rotate it (both secrets work through the grace period), revoke it, and see curl refused for both. What the
+ * page did is read back through the Admin API.
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
@@ -42,7 +43,7 @@ describe("the console for the operator", () => {
     await app?.close();
   });
 
-  it("creates an account and a key, the key works with curl, and revoking it stops it", {
+  it("creates an account and a key, the key works with curl, rotating keeps it working, revoking stops it", {
     timeout: 60_000,
   }, async () => {
     const page = await openPage(browser);
@@ -80,18 +81,40 @@ describe("the console for the operator", () => {
 
     await page.getByRole("button", { name: "I have saved it — hide the secret" }).click();
     expect(await page.getByLabel("Secret", { exact: true }).count()).toBe(0);
+
+    await page.getByRole("button", { name: /^Rotate key svc_sk_/ }).click();
+    await page.getByRole("heading", { name: /Rotate key .*\?/ }).waitFor();
+    await page.getByLabel("Grace period for the old secret, in minutes").fill("5");
+    await page.getByRole("button", { name: "Rotate key", exact: true }).click();
+    await page.getByRole("heading", { name: "New secret issued" }).waitFor();
+    const rotated = await page.getByLabel("Secret", { exact: true }).inputValue();
+    expect(rotated).toMatch(/^svc_sk_/);
+    expect(rotated).not.toBe(secret);
+    await page.getByText(/Key .* rotated: its new secret is .*/).waitFor();
+    await page.locator(`table.keys [data-previous-prefix="${secret.slice(0, 13)}"]`).waitFor();
+    await screenshot(page, "admin-key-rotated");
+    const [listed] = (await app.admin.listApiKeys({ accountId }, { headers: app.adminHeaders })).apiKeys;
+    expect({ prefix: listed?.prefix, previous: listed?.previousPrefix }).toEqual({
+      prefix: rotated.slice(0, 13),
+      previous: secret.slice(0, 13),
+    });
+    expect(await curlChat(app, secret)).toMatchObject({ status: 200 });
+    expect(await curlChat(app, rotated)).toMatchObject({ status: 200 });
+    await page.getByRole("button", { name: "I have saved it — hide the secret" }).click();
+
     await page.getByRole("button", { name: /^Revoke key svc_sk_/ }).click();
     await page.getByRole("heading", { name: /Revoke key .*\?/ }).waitFor();
     await page.getByRole("button", { name: "Revoke key", exact: true }).click();
     await page.getByText(/Key .* revoked\./).waitFor();
     await page.locator("table.keys .badge.revoked").waitFor();
 
-    expect(await curlChat(app, secret)).toEqual({ status: 401, body: '{"detail":"invalid_api_key"}' });
+    for (const s of [secret, rotated])
+      expect(await curlChat(app, s)).toEqual({ status: 401, body: '{"detail":"invalid_api_key"}' });
 
-    // The one completed call shows in the account's usage, fed by the admin RPC.
+    // The three completed calls (one before the rotation, two after) show in the account's usage.
     await page.getByRole("region", { name: "Usage records" }).getByRole("button", { name: "Refresh" }).click();
-    await page.locator("table.usage tbody tr").first().waitFor();
-    expect(await page.locator("table.usage tbody tr").count()).toBe(1);
+    await page.locator("table.usage tbody tr").nth(2).waitFor();
+    expect(await page.locator("table.usage tbody tr").count()).toBe(3);
     expect(page.problems).toEqual([]);
   });
 

@@ -30,7 +30,7 @@ describe("signing in to the console", () => {
     await page.getByRole("button", { name: "Sign in" }).click();
     const alert = page.getByRole("alert");
     await alert.waitFor();
-    expect(await alert.textContent()).toBe("This API key is not valid: it is unknown, malformed or revoked.");
+    expect(await alert.textContent()).toBe("This API key is not valid: it is unknown, malformed, revoked or expired.");
     await screenshot(page, "error-state");
     expect(page.problems).toEqual([]);
   });

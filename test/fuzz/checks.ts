@@ -161,8 +161,16 @@ export function checkEdgeReply(
         reply,
         expected,
       );
-    if (o.reason === "api_key_rate_limited")
+    if (o.reason === "api_key_rate_limited") {
       must(/^[1-9]\d*$/.test(header(reply, "retry-after") ?? ""), "429 without Retry-After", reply, expected);
+      const ms = header(reply, "retry-after-ms") ?? "";
+      must(
+        /^\d+$/.test(ms) && header(reply, "retry-after") === String(Math.max(1, Math.ceil(Number(ms) / 1000))),
+        "429 without a retry-after-ms that Retry-After rounds up",
+        reply,
+        expected,
+      );
+    }
     return;
   }
   must(reply.status === 200, "wrong status", reply, expected);

@@ -38,13 +38,26 @@ export function expectKeyedHeaders(reply: Reply): void {
   expect(reply.headers.get("x-ratelimit-reset-requests")).toBeTruthy();
 }
 
-/** Asserts a `Retry-After` of whole seconds, at least 1; returns it. */
-export function expectRetryAfter(reply: Reply): number {
+/**
+ * Asserts a retry delay as HTTP carries it: `Retry-After` in whole seconds, at least 1, and
+ * `retry-after-ms` (which the OpenAI SDKs read) in integer milliseconds, the same delay that
+ * `Retry-After` rounds up. Returns both.
+ */
+export function expectRetryHeaders(reply: Reply): { seconds: number; ms: number } {
   const value = reply.headers.get("retry-after");
+  const millis = reply.headers.get("retry-after-ms");
   expect(value).toMatch(/^\d+$/);
+  expect(millis).toMatch(/^\d+$/);
   const seconds = Number(value);
+  const ms = Number(millis);
   expect(seconds).toBeGreaterThanOrEqual(1);
-  return seconds;
+  expect(seconds).toBe(Math.max(1, Math.ceil(ms / 1000)));
+  return { seconds, ms };
+}
+
+/** Asserts the retry headers (`expectRetryHeaders`); returns `Retry-After`, in seconds. */
+export function expectRetryAfter(reply: Reply): number {
+  return expectRetryHeaders(reply).seconds;
 }
 
 /** Seconds until the next UTC calendar month begins. */

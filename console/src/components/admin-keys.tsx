@@ -1,12 +1,16 @@
 /**
  * An account's keys for the operator: the list (`ListApiKeys`), a form to issue one (`CreateApiKey`, whose
- * secret is shown once), and revocation (`RevokeApiKey`) behind an explicit confirmation.
+ * secret is shown once, with an optional expiry), rotation (`RotateApiKey`, a new secret for the same key with
+ * a grace period for the old one) and revocation (`RevokeApiKey`), each behind an explicit step.
  */
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { admin } from "../api.ts";
+import { parseUsd } from "../money.ts";
 import { useAsync } from "../use-async.ts";
 import { AsyncView, Empty, ErrorAlert } from "./feedback.tsx";
 import { type KeyRow, KeysTable } from "./keys-table.tsx";
+import { RotateKey } from "./rotate-key.tsx";
 import { SecretOnce } from "./secret-once.tsx";
 
 /** A number typed in an optional field: nothing when empty, `NaN` when not a number. */
@@ -18,13 +22,19 @@ function optionalNumber(text: string): number | undefined {
 function CreateKeyForm(props: { accountId: string; onCreated: (secret: string, prefix: string) => void }) {
   const [rps, setRps] = useState("");
   const [burst, setBurst] = useState("");
+  const [days, setDays] = useState("");
+  const [keyCap, setKeyCap] = useState("");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(undefined);
   const submit = async (event: Event) => {
     event.preventDefault();
     const rate = optionalNumber(rps);
     const size = optionalNumber(burst);
+    const lifetime = optionalNumber(days);
     if (Number.isNaN(rate) || Number.isNaN(size)) return setError("Rate limit and burst must be numbers.");
+    if (lifetime !== undefined && !(lifetime > 0)) return setError("The expiry must be a number of days above 0.");
+    const cap = keyCap.trim() === "" ? undefined : parseUsd(keyCap);
+    if (cap && !cap.ok) return setError(`Key spend cap: ${cap.error}`);
     setBusy(true);
     setError(undefined);
     try {
@@ -32,10 +42,16 @@ function CreateKeyForm(props: { accountId: string; onCreated: (secret: string, p
         accountId: props.accountId,
         ...(rate !== undefined && { rateLimitRps: rate }),
         ...(size !== undefined && { burst: size }),
+        ...(lifetime !== undefined && {
+          expiration: { case: "ttl" as const, value: durationFromMs(Math.round(lifetime * 86_400_000)) },
+        }),
+        ...(cap?.ok && { spendCapUsdMicros: cap.micros }),
       });
       props.onCreated(out.secret, out.apiKey?.prefix ?? "");
       setRps("");
       setBurst("");
+      setDays("");
+      setKeyCap("");
     } catch (err) {
       setError(err);
     } finally {
@@ -65,7 +81,21 @@ function CreateKeyForm(props: { accountId: string; onCreated: (secret: string, p
         value={burst}
         onInput={(e) => setBurst(e.currentTarget.value)}
       />
-      <p class="hint">Left empty, the server's defaults apply (10 requests per second, burst 10).</p>
+      <label for="key-cap">Key spend cap, US dollars a month (optional; the account's cap applies too)</label>
+      <input id="key-cap" inputMode="decimal" value={keyCap} onInput={(e) => setKeyCap(e.currentTarget.value)} />
+      <label for="key-expiry">Expires in, days (optional)</label>
+      <input
+        id="key-expiry"
+        type="number"
+        min="0"
+        step="any"
+        inputMode="decimal"
+        value={days}
+        onInput={(e) => setDays(e.currentTarget.value)}
+      />
+      <p class="hint">
+        Left empty, the server's defaults apply (10 requests per second, burst 10) and the key never expires.
+      </p>
       <button type="submit" disabled={busy}>
         {busy ? "Creating…" : "Create key"}
       </button>
@@ -97,8 +127,9 @@ function ConfirmRevoke(props: { apiKey: KeyRow; onConfirm: () => void; onCancel:
 /** The keys section of the operator's account page. */
 export function AdminKeys({ accountId }: { accountId: string }) {
   const [state, reload] = useAsync(() => admin.listApiKeys({ accountId }), [accountId]);
-  const [created, setCreated] = useState<{ secret: string; prefix: string } | undefined>(undefined);
+  const [created, setCreated] = useState<{ secret: string; prefix: string; title: string } | undefined>(undefined);
   const [confirming, setConfirming] = useState<KeyRow | undefined>(undefined);
+  const [rotating, setRotating] = useState<KeyRow | undefined>(undefined);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(undefined);
   const [done, setDone] = useState("");
@@ -120,7 +151,14 @@ export function AdminKeys({ accountId }: { accountId: string }) {
 
   return (
     <>
-      {created && <SecretOnce secret={created.secret} prefix={created.prefix} onDone={() => setCreated(undefined)} />}
+      {created && (
+        <SecretOnce
+          title={created.title}
+          secret={created.secret}
+          prefix={created.prefix}
+          onDone={() => setCreated(undefined)}
+        />
+      )}
       <AsyncView state={state} what="keys" retry={reload}>
         {({ apiKeys }) =>
           apiKeys.length === 0 ? (
@@ -132,23 +170,50 @@ export function AdminKeys({ accountId }: { accountId: string }) {
                 k.revoked ? (
                   "—"
                 ) : (
-                  <button
-                    type="button"
-                    class="danger small"
-                    aria-label={`Revoke key ${k.prefix}`}
-                    onClick={() => {
-                      setDone("");
-                      setConfirming(k);
-                    }}
-                  >
-                    Revoke
-                  </button>
+                  <div class="row">
+                    <button
+                      type="button"
+                      class="secondary small"
+                      aria-label={`Rotate key ${k.prefix}`}
+                      onClick={() => {
+                        setDone("");
+                        setConfirming(undefined);
+                        setRotating(k);
+                      }}
+                    >
+                      Rotate
+                    </button>
+                    <button
+                      type="button"
+                      class="danger small"
+                      aria-label={`Revoke key ${k.prefix}`}
+                      onClick={() => {
+                        setDone("");
+                        setRotating(undefined);
+                        setConfirming(k);
+                      }}
+                    >
+                      Revoke
+                    </button>
+                  </div>
                 )
               }
             />
           )
         }
       </AsyncView>
+      {rotating && (
+        <RotateKey
+          apiKey={rotating}
+          onRotated={(secret, prefix) => {
+            setCreated({ secret, prefix, title: "New secret issued" });
+            setDone(`Key ${rotating.prefix}… rotated: its new secret is ${prefix}….`);
+            setRotating(undefined);
+            reload();
+          }}
+          onCancel={() => setRotating(undefined)}
+        />
+      )}
       {confirming && (
         <ConfirmRevoke
           apiKey={confirming}
@@ -164,7 +229,7 @@ export function AdminKeys({ accountId }: { accountId: string }) {
       <CreateKeyForm
         accountId={accountId}
         onCreated={(secret, prefix) => {
-          setCreated({ secret, prefix });
+          setCreated({ secret, prefix, title: "New key created" });
           reload();
         }}
       />

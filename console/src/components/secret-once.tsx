@@ -1,11 +1,12 @@
 /**
- * A new key's secret, the one time `CreateApiKey` returns it: shown in a read-only field with a copy
- * button and a plain warning that it cannot be shown again. It lives only in this component's state.
+ * A new secret, the one time `CreateApiKey` or `RotateApiKey` returns it: shown in a read-only field with a
+ * copy button and a plain warning that it cannot be shown again. It lives only in this component's state.
  */
 import { useState } from "preact/hooks";
 
-/** The secret panel; `onDone` hides it (and so forgets the secret). */
-export function SecretOnce({ secret, prefix, onDone }: { secret: string; prefix: string; onDone: () => void }) {
+/** The secret panel, headed by `title`; `onDone` hides it (and so forgets the secret). */
+export function SecretOnce(props: { title: string; secret: string; prefix: string; onDone: () => void }) {
+  const { title, secret, prefix, onDone } = props;
   const [copied, setCopied] = useState("");
   const copy = async () => {
     try {
@@ -17,7 +18,7 @@ export function SecretOnce({ secret, prefix, onDone }: { secret: string; prefix:
   };
   return (
     <div class="card secret" data-secret-prefix={prefix}>
-      <h3>New key created</h3>
+      <h3>{title}</h3>
       <p>
         <strong>Copy the secret now: you won't see it again.</strong> Sluice keeps only a hash of it.
       </p>

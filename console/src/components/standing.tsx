@@ -3,8 +3,8 @@
  * with who fixes it. The page judges nothing; the reason is the core's.
  */
 
-/** What each standing reason means for the holder. */
-const MEANINGS: Record<string, string> = {
+/** What each standing reason means for the holder; the call estimate words its refusals with it too. */
+export const STANDING_MEANINGS: Record<string, string> = {
   onboarding_incomplete:
     "Onboarding is not finished or no spend cap is set, so chat calls are refused (402 onboarding_incomplete).",
   payment_failed: "The last invoice failed to charge, so chat calls are refused (402 payment_failed).",
@@ -23,7 +23,7 @@ export function Standing({ reason }: { reason: string }) {
   return (
     <div class="standing blocked" data-standing={reason}>
       <p>
-        <strong>Calls are blocked.</strong> {MEANINGS[reason] ?? `Chat calls are refused (${reason}).`}
+        <strong>Calls are blocked.</strong> {STANDING_MEANINGS[reason] ?? `Chat calls are refused (${reason}).`}
       </p>
       <p>Your operator fixes this on the account; there is nothing to change on your side.</p>
     </div>

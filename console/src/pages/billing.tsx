@@ -1,8 +1,11 @@
 /**
- * The holder's billing page: this period's spend against the cap, by day and in figures, and the account's
- * standing. Everything shown is what `GetBalance` and `GetSpendByDay` return.
+ * The holder's billing page: this period's spend against the cap, by day and in figures, with the forecast of
+ * when the cap is reached; the account's standing; and a form to estimate a call before making it. Everything
+ * shown is what `GetBalance`, `GetSpendByDay` and `EstimateChatCompletion` return.
  */
 import { billing } from "../api.ts";
+import { CapForecast } from "../components/cap-forecast.tsx";
+import { EstimateForm } from "../components/estimate-form.tsx";
 import { AsyncView } from "../components/feedback.tsx";
 import { Page } from "../components/page.tsx";
 import { SpendChart } from "../components/spend-chart.tsx";
@@ -30,6 +33,7 @@ export function BillingPage() {
             <section aria-labelledby="period-heading">
               <h2 id="period-heading">This period ({balance.period}, UTC)</h2>
               <SpendFigures figures={balance} />
+              <CapForecast figures={balance} />
               <SpendChart spend={spend} />
               <button type="button" class="secondary" onClick={reload}>
                 Refresh
@@ -38,6 +42,10 @@ export function BillingPage() {
           </>
         )}
       </AsyncView>
+      <section aria-labelledby="estimate-heading">
+        <h2 id="estimate-heading">Estimate a call</h2>
+        <EstimateForm />
+      </section>
     </Page>
   );
 }

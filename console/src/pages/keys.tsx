@@ -36,6 +36,15 @@ export function KeysPage() {
             Each key has its own rate limit (the table above): beyond its burst, calls get 429{" "}
             <code>api_key_rate_limited</code> with a <code>Retry-After</code>.
           </li>
+          <li>
+            A key may have a tokens-per-minute limit: each call takes its input plus its <code>max_tokens</code> and
+            gives back what it did not use; a call the limit cannot cover yet gets 429 with a <code>Retry-After</code>,
+            and every chat response reports the budget in <code>x-ratelimit-remaining-tokens</code>.
+          </li>
+          <li>
+            A key may have a spend cap of its own besides the account's: a call runs only when both have room, otherwise
+            it gets 402 <code>spend_cap_exceeded</code>. The table shows what each key spent this month.
+          </li>
         </ul>
       </section>
     </Page>

@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ListValueSchema } from "@bufbuild/protobuf/wkt";
+import { ConnectError } from "@connectrpc/connect";
 import {
   FinishReason,
   type StreamChatCompletionResponse,
@@ -185,7 +186,7 @@ export async function streamChat(
     // Chunks the core produced are delivered before the error: they are the billed ones.
     sendAll();
     if (reasonOf(err) === "spend_cap_exceeded") {
-      sse.event("error", streamAbortPayload("spend_cap_exceeded", deps.links));
+      sse.event("error", streamAbortPayload("spend_cap_exceeded", deps.links, ConnectError.from(err).rawMessage));
     } else if (billingUnknownTo(err)) {
       deps.logger.warn("stream cut with its billing unknown", {
         requestId: headers["x-request-id"],

@@ -3,12 +3,14 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { z } from "zod";
 import { type AdminService, PaymentStatus, SubscriptionStatus } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { sluiceError } from "../../errors/catalogue.ts";
-import type { AccountPatch, AccountRecord, ApiKeyRecord, Store } from "../../store/store.ts";
-import { apiKeyToProto, listApiKeysOldestFirst } from "../api-keys.ts";
+import type { AccountPatch, AccountRecord, ApiKeyRecord, Balance, Store } from "../../store/store.ts";
+import { apiKeyToProto, keyBalancesNow, listApiKeysOldestFirst } from "../api-keys.ts";
 import { displayPrefix, generateApiKey, hashApiKey } from "../auth/api-key.ts";
 import { periodOf } from "../completion/pricing.ts";
 import { spendByDay } from "../spend-by-day.ts";
 import { listUsagePage, usageRecordToProto } from "../usage-records.ts";
+import { keyLimitsOf, keyPatchOf } from "./key-limits.ts";
+import { expireTimeMsOf, gracePeriodMsOf, invalidField } from "./key-times.ts";
 
 /** Rate-limit defaults of DESIGN: 10 requests per second with a burst of 10. */
 export const DEFAULT_RATE_LIMIT_RPS = 10;
@@ -21,10 +23,7 @@ const cap = z.bigint().min(0n).max(BigInt(Number.MAX_SAFE_INTEGER));
 function check<T>(schema: z.ZodType<T>, value: unknown, field: string): T {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  throw sluiceError("invalid_argument", {
-    message: `${field}: ${parsed.error.issues[0]?.message ?? "invalid"}`,
-    metadata: { field },
-  });
+  throw invalidField(field, parsed.error.issues[0]?.message ?? "invalid");
 }
 
 const PAYMENT: Record<PaymentStatus, AccountRecord["paymentStatus"] | undefined> = {
@@ -38,8 +37,16 @@ const SUBSCRIPTION: Record<SubscriptionStatus, AccountRecord["subscriptionStatus
   [SubscriptionStatus.CANCELED]: "canceled",
 };
 
-/** Admin's `ApiKey`: the shared public fields, and the account id. */
-const keyToProto = (k: ApiKeyRecord) => ({ ...apiKeyToProto(k), accountId: k.accountId });
+/**
+ * Admin's `ApiKey`: the shared public fields (a replaced secret as of `nowMs`, the period's spend in
+ * `balance`), and the account id.
+ */
+const keyToProto = (k: ApiKeyRecord, nowMs: number, balance?: Balance) => ({
+  ...apiKeyToProto(k, nowMs, balance),
+  accountId: k.accountId,
+});
+
+const keyId = z.string().min(1).max(128);
 
 /** SearchAccounts answers at most this many accounts (the proto promises it). */
 export const MAX_SEARCH_RESULTS = 100;
@@ -72,6 +79,10 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
       reservedUsdMicros: BigInt(balance.reservedUsdMicros),
     };
   };
+
+  /** One key as Admin shows it, with what it spent and holds this period (one more store step). */
+  const withBalance = async (k: ApiKeyRecord, nowMs: number) =>
+    keyToProto(k, nowMs, (await keyBalancesNow(store, k.accountId, nowMs)).get(k.id));
 
   const mustGetAccount = async (accountId: string) => {
     const id = check(uuid, accountId, "account_id");
@@ -116,6 +127,8 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
 
     async createApiKey(req) {
       const { id: accountId } = await mustGetAccount(req.accountId);
+      const nowMs = deps.now();
+      const expireTimeMs = expireTimeMsOf(req.expiration, nowMs);
       const secret = generateApiKey();
       const key: ApiKeyRecord = {
         id: `key_${randomUUID().replaceAll("-", "")}`,
@@ -129,22 +142,54 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
         ),
         burst: check(z.number().int().min(1).max(1_000_000), req.burst ?? DEFAULT_BURST, "burst"),
         revoked: false,
-        createTimeMs: deps.now(),
+        createTimeMs: nowMs,
+        ...(expireTimeMs !== undefined && { expireTimeMs }),
+        ...keyLimitsOf(req),
       };
       await store.createApiKey(key);
-      return { apiKey: keyToProto(key), secret };
+      return { apiKey: keyToProto(key, nowMs), secret };
     },
 
     async revokeApiKey(req) {
-      const id = check(z.string().min(1).max(128), req.apiKeyId, "api_key_id");
+      const id = check(keyId, req.apiKeyId, "api_key_id");
       const key = await store.revokeApiKey(id);
       if (!key) throw sluiceError("api_key_not_found", { metadata: { api_key_id: id } });
-      return { apiKey: keyToProto(key) };
+      return { apiKey: await withBalance(key, deps.now()) };
+    },
+
+    async updateApiKey(req) {
+      const id = check(keyId, req.apiKeyId, "api_key_id");
+      const key = await store.updateApiKey({ apiKeyId: id, patch: keyPatchOf(req) });
+      if (!key) throw sluiceError("api_key_not_found", { metadata: { api_key_id: id } });
+      return { apiKey: await withBalance(key, deps.now()) };
+    },
+
+    async rotateApiKey(req) {
+      const id = check(keyId, req.apiKeyId, "api_key_id");
+      const nowMs = deps.now();
+      const gracePeriodMs = gracePeriodMsOf(req.gracePeriod);
+      const expireTimeMs = expireTimeMsOf(req.expiration, nowMs);
+      const secret = generateApiKey();
+      const rotation = await store.rotateApiKey({
+        apiKeyId: id,
+        hash: hashApiKey(secret),
+        prefix: displayPrefix(secret),
+        gracePeriodMs,
+        nowMs,
+        ...(expireTimeMs !== undefined && { expireTimeMs }),
+      });
+      if (!rotation) throw sluiceError("api_key_not_found", { metadata: { api_key_id: id } });
+      if (rotation.outcome === "revoked") throw invalidField("api_key_id", "the key is revoked; it cannot be rotated");
+      if (rotation.outcome === "expired")
+        throw invalidField("expire_time", "the key has expired; give it a new expire_time or ttl to rotate it");
+      return { apiKey: await withBalance(rotation.key, nowMs), secret };
     },
 
     async listApiKeys(req) {
       const { id } = await mustGetAccount(req.accountId);
-      return { apiKeys: (await listApiKeysOldestFirst(store, id)).map(keyToProto) };
+      const nowMs = deps.now();
+      const [keys, balances] = await Promise.all([listApiKeysOldestFirst(store, id), keyBalancesNow(store, id, nowMs)]);
+      return { apiKeys: keys.map((k) => keyToProto(k, nowMs, balances.get(k.id))) };
     },
 
     async listUsageRecords(req) {

@@ -62,12 +62,8 @@ export function hashApiKey(secret: string): string {
   return hash("sha256", secret, "hex");
 }
 
-/** Compares two hex hashes in constant time. */
-export function hashesEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a, "hex");
-  const y = Buffer.from(b, "hex");
-  return x.length === y.length && timingSafeEqual(x, y);
-}
+/** Compares two hex hashes in constant time; the store layer owns it, as key checks do. */
+export { hashesEqual } from "../../store/key-secrets.ts";
 
 /** The visible prefix of a key, to recognise it in listings. */
 export function displayPrefix(secret: string): string {

@@ -2,9 +2,14 @@ import { timingSafeEqual } from "node:crypto";
 import { createContextKey, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { sluiceError } from "../../errors/catalogue.ts";
 import { parseBearer } from "../../protocol/bearer.ts";
-import type { ApiKeyRecord, RateDecision, Store } from "../../store/store.ts";
+import { acceptsSecret } from "../../store/key-secrets.ts";
+import type { ApiKeyRecord, Store } from "../../store/store.ts";
 import { callFactsKey } from "../request-context.ts";
-import { hashApiKey, hashesEqual, isWellFormedApiKey } from "./api-key.ts";
+import { hashApiKey, isWellFormedApiKey } from "./api-key.ts";
+import { rateLimitHeaders } from "./rate-limit-headers.ts";
+
+/** The `x-ratelimit-*` headers, for the handlers that charge the rate limit themselves (chat calls). */
+export { rateLimitHeaders };
 
 /** The authenticated caller of a keyed RPC, as handlers read it from the context. */
 export interface Principal {
@@ -29,16 +34,22 @@ export const keyCheck = createContextKey<{ authorization: string | null; key: Pr
 
 /**
  * Checks the API key of an `Authorization` header: 401 `missing_bearer_token` without a
- * bearer, 401 `invalid_api_key` for a malformed (checksum), unknown or revoked key. It needs
- * only the headers, so the core runs it before it reads a body (DESIGN's check order).
+ * bearer, 401 `invalid_api_key` for a malformed (checksum), unknown, revoked or expired key,
+ * and for a secret a rotation replaced once its grace period has ended (`acceptsSecret`, by
+ * `nowMs`: the clock decides on every call, so a cached key ends on time). It needs only the
+ * headers, so the core runs it before it reads a body (DESIGN's check order).
  */
-export async function checkApiKey(store: Store, authorization: string | null | undefined): Promise<ApiKeyRecord> {
+export async function checkApiKey(
+  store: Store,
+  authorization: string | null | undefined,
+  nowMs: number,
+): Promise<ApiKeyRecord> {
   const token = parseBearer(authorization);
   if (token === undefined) throw sluiceError("missing_bearer_token");
   if (!isWellFormedApiKey(token)) throw sluiceError("invalid_api_key");
   const hash = hashApiKey(token);
   const key = await store.findApiKeyByHash(hash);
-  if (!key || key.revoked || !hashesEqual(key.hash, hash)) throw sluiceError("invalid_api_key");
+  if (!key || !acceptsSecret(key, hash, nowMs)) throw sluiceError("invalid_api_key");
   return key;
 }
 
@@ -47,15 +58,6 @@ export function requirePrincipal(values: ContextValues): Principal {
   const principal = values.get(principalKey);
   if (!principal) throw sluiceError("internal_error", { message: "no principal on a keyed call" });
   return principal;
-}
-
-/** The `x-ratelimit-*` headers of a rate-limit decision, in OpenAI's format. */
-export function rateLimitHeaders(d: RateDecision): Record<string, string> {
-  return {
-    "x-ratelimit-limit-requests": String(d.limit),
-    "x-ratelimit-remaining-requests": String(d.remaining),
-    "x-ratelimit-reset-requests": `${Math.max(0, d.resetMs)}ms`,
-  };
 }
 
 /** Compares secrets in constant time (for equal lengths). */
@@ -89,7 +91,9 @@ export function createCallerAuthInterceptor(deps: CallerAuthDeps): Interceptor {
     const authorization = req.header.get("authorization");
     const known = req.contextValues.get(keyCheck);
     const check =
-      known !== undefined && known.authorization === authorization ? known.key : checkApiKey(deps.store, authorization);
+      known !== undefined && known.authorization === authorization
+        ? known.key
+        : checkApiKey(deps.store, authorization, deps.now());
     const key = await check;
     req.contextValues.set(keyCheck, { authorization, key: check });
     const facts = req.contextValues.get(callFactsKey);

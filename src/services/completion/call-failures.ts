@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { billingUnknownError, reasonOf, sluiceError } from "../../errors/catalogue.ts";
+import { billingUnknownError, reasonOf, sluiceError, UNAVAILABLE_RETRY_MS } from "../../errors/catalogue.ts";
 import type { Logger } from "../../logger.ts";
 import { ReaderStuckError } from "./handoff.ts";
 
@@ -7,9 +7,6 @@ import { ReaderStuckError } from "./handoff.ts";
  * How a call that did not end whole is reported to its reader: one error per way out, each a
  * catalogue error that says whether the call was billed.
  */
-
-/** The retry delay suggested when an engine is unavailable. */
-const UNAVAILABLE_RETRY_MS = 1000;
 
 /** Why a call was stopped early; shared values, so that stopping a call builds no exception. */
 export const CALLER_GONE = Object.freeze(new Error("the caller went away"));

@@ -1,6 +1,5 @@
-import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { ConnectError, type ContextValues } from "@connectrpc/connect";
-import type { ChatParams, FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import type { ChatParams } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import type { EngineEvent } from "../../engines/engine.ts";
 import { reasonOf, sluiceError } from "../../errors/catalogue.ts";
 import { type Logger, withFields } from "../../logger.ts";
@@ -8,11 +7,14 @@ import { rateLimitHeaders, type Principal } from "../auth/index.ts";
 import type { CallTracker } from "./call-tracker.ts";
 import { createHandoff, type Handoff } from "./handoff.ts";
 import { planCall, type CallHeader, type CallPlan, type PlanDeps } from "./plan.ts";
-import { costUsdMicros, msUntilNextPeriod } from "./pricing.ts";
+import { costUsdMicros } from "./pricing.ts";
 import { releaseResolved, type Resolved, settleResolved, type Hold, type ResolveOptions } from "./resolve-outcome.ts";
 import { validateChatParams } from "./validate.ts";
 import { CALL_OVER, CALLER_GONE, canceled, failureOf, unsettled } from "./call-failures.ts";
 import { abortableSteps } from "./abortable-steps.ts";
+import { type CallEvent, deliverEnd } from "./call-events.ts";
+import { spendCapRefusal } from "./spend-cap.ts";
+import { tokenLimitRefusal } from "./token-limit.ts";
 import { type CallObserver, type ObserverDeps, observeCall } from "./call-observer.ts";
 import { callFactsKey, requestIdKey } from "../request-context.ts";
 import type { RateCharge } from "../../store/store.ts";
@@ -27,12 +29,6 @@ export interface CallDeps extends PlanDeps, ObserverDeps {
   /** How long a settle whose reply was lost is chased before its outcome is given up as unknown. */
   resolveDeadlineMs: number;
 }
-
-/** What a call yields, in order: deltas, then the finish, then the billed usage. */
-export type CallEvent =
-  | { type: "delta"; choice: number; text: string; toolCalls?: JsonValue[]; last?: boolean; tokens: number }
-  | { type: "finish"; choice: number; finishReason: FinishReason; logprobs?: JsonObject }
-  | { type: "usage"; promptTokens: number; completionTokens: number; costUsdMicros: number };
 
 /** An admitted call: its identity, and its events for the one reader. */
 export interface OpenedCall {
@@ -101,7 +97,9 @@ async function admitCall(
   if (ctx.signal.aborted) throw canceled();
   let decision: RateCharge;
   try {
-    decision = await deps.store.chargeRateLimit({ key: principal.apiKey, nowMs: now, reserve: plan?.reservation });
+    // A call refused before it was sized (tokens 0) reads its key's token budget for the headers.
+    const charge = { key: principal.apiKey, nowMs: now, reserve: plan?.reservation, tokens: plan?.tokens ?? 0 };
+    decision = await deps.store.chargeRateLimit(charge);
   } catch (err) {
     // A reply lost to a timeout does not mean the script did not run: close the id in the
     // background. The caller is told 503 now, which is true: nothing here can settle.
@@ -120,9 +118,10 @@ async function admitCall(
     for (const [name, value] of Object.entries(headers)) err.metadata.set(name, value);
     throw err;
   }
+  // The token budget comes after the rules that size the call, and before the spend cap.
+  if (decision.tokens?.allowed === false) throw tokenLimitRefusal(decision.tokens, headers);
   observer.reservation(decision.granted === 0 ? "refused" : "admitted");
-  if (decision.granted === 0)
-    throw sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(now), headers });
+  if (decision.granted === 0) throw spendCapRefusal(decision, now, deps.reservationTtlMs, headers);
   // A process at its limit of calls in flight refuses last, as DESIGN orders (503 is step
   // 10): the hold just taken is released.
   let leave: () => void;
@@ -149,7 +148,8 @@ function counted(deps: CallDeps, outcome: Resolved): Resolved {
 
 /** Releases a hold in the background, chasing the store until it answers; shutdown waits for it. */
 function releaseLater(deps: CallDeps, hold: Hold): void {
-  deps.calls.track(releaseResolved(deps.store, hold, resolveOptions(deps)).then((o) => counted(deps, o)));
+  const release = releaseResolved(deps.store, { ...hold, nowMs: deps.now() }, resolveOptions(deps));
+  deps.calls.track(release.then((o) => counted(deps, o)));
 }
 
 /**
@@ -208,7 +208,7 @@ async function pump(
   const { account, model, promptTokens, period } = plan;
   const id = plan.header.id;
   const worst = plan.reservation.maximum;
-  const hold = { accountId: account.id, period, reservationId: id };
+  const hold = { accountId: account.id, period, reservationId: id, apiKeyId: plan.apiKeyId };
   const ttl = { ttlMs: deps.reservationTtlMs };
   const options = resolveOptions(deps);
   let reserved = granted;
@@ -250,9 +250,10 @@ async function pump(
             nowMs: deps.now(),
           });
           if (engineAbort.signal.aborted) throw engineAbort.signal.reason;
-          observer.reservation(more === 0 ? "cut" : "extended");
-          if (more === 0) {
-            const capped = sluiceError("spend_cap_exceeded", { retryAfterMs: msUntilNextPeriod(deps.now()) });
+          observer.reservation(more.granted === 0 ? "cut" : "extended");
+          if (more.granted === 0) {
+            // Temporary when only other calls' holds are in the way, as at admission.
+            const capped = spendCapRefusal(more, deps.now(), deps.reservationTtlMs);
             if (!stream) throw capped; // a unary call is refused whole (released below)
             // A stream is cut. Its reader first gets what was already handed over (the hold
             // covered it), unless it leaves or is stuck; then nothing more reaches it, and
@@ -265,7 +266,7 @@ async function pump(
               deps,
               await settleResolved(
                 deps.store,
-                { ...hold, chargeUsdMicros: charge, nowMs: deps.now() },
+                { ...hold, chargeUsdMicros: charge, nowMs: deps.now(), usedTokens: promptTokens + delivered.tokens },
                 options,
                 deps.calls.track,
               ),
@@ -275,7 +276,7 @@ async function pump(
             handoff.fail(outcome === "settled" ? capped : unsettled(outcome, id));
             return;
           }
-          reserved += more;
+          reserved += more.granted;
         }
         produced += event.tokens;
         observer.token();
@@ -307,6 +308,7 @@ async function pump(
           ...hold,
           chargeUsdMicros: charge,
           nowMs: deps.now(),
+          usedTokens: prompt + completion,
           record: {
             id,
             accountId: account.id,
@@ -344,7 +346,7 @@ async function pump(
     errorType = reasonOf(failure);
     handoff.fail(failure);
     if (!engineAbort.signal.aborted) engineAbort.abort(CALL_OVER);
-    counted(deps, await releaseResolved(deps.store, hold, options));
+    counted(deps, await releaseResolved(deps.store, { ...hold, nowMs: deps.now() }, options));
   } finally {
     observer.engineEnded(errorType);
     clearInterval(renew);
@@ -352,31 +354,5 @@ async function pump(
     if (!engineAbort.signal.aborted) engineAbort.abort(CALL_OVER);
     // An engine stuck in `next()` finishes its `return()` whenever it wakes; nobody waits for it.
     events?.return?.().catch(() => undefined);
-  }
-}
-
-/** Hands the finishes and the billed usage of a settled call to its reader, then ends it. */
-async function deliverEnd(
-  handoff: Handoff<CallEvent>,
-  done: Extract<EngineEvent, { type: "done" }>,
-  usage: Extract<CallEvent, { type: "usage" }>,
-): Promise<void> {
-  try {
-    const finishes = done.choices ?? [
-      { finishReason: done.finishReason, ...(done.logprobs && { logprobs: done.logprobs }) },
-    ];
-    for (const [choice, f] of finishes.entries()) {
-      await handoff.push({
-        type: "finish",
-        choice,
-        finishReason: f.finishReason,
-        ...(f.logprobs && { logprobs: f.logprobs }),
-      });
-    }
-    await handoff.push(usage);
-    handoff.close();
-  } catch {
-    // The reader left after the call was complete and charged: nothing is left to tell it.
-    handoff.fail(canceled("The caller went away after the call was complete; it was billed."));
   }
 }

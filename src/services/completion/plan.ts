@@ -36,8 +36,14 @@ export interface CallPlan {
   request: EngineRequest;
   header: CallHeader;
   period: string;
-  /** The reservation to take with the admission. */
+  /** The reservation to take with the admission: the key's as well as the account's. */
   reservation: ReserveRequest;
+  /**
+   * What the call takes from its key's tokens-per-minute budget at admission: its prompt plus
+   * its reserved output (max_tokens for each choice), the worst case, as with money; its end
+   * gives back what it did not use.
+   */
+  tokens: number;
 }
 
 /** Input sent besides message text (tool definitions and calls, formats): it is input too. */
@@ -53,6 +59,36 @@ function checkAccount(account: AccountRecord | undefined): asserts account is Ac
   if (refused !== undefined) throw sluiceError(refused);
 }
 
+/** What a validated call asks of its model and of the cap, whatever the account's standing. */
+export interface CallSize {
+  model: Model;
+  promptTokens: number;
+  /** The output tokens its worst case counts: max_tokens for each of its n choices. */
+  outputTokens: number;
+  /** The least hold that admits it: its prompt plus one output token (at least 1 micro). */
+  minimum: number;
+  /** Its worst case (prompt plus every output token): the hold it takes when the budget allows. */
+  maximum: number;
+}
+
+/**
+ * Applies DESIGN steps 7 and 8 (model, input size) and sizes the call's reservation. One function, so
+ * that a chat call and Billing's EstimateChatCompletion can never price or limit a call differently.
+ * @throws `model_not_found`, `input_too_large`.
+ */
+export function sizeCall(deps: Pick<PlanDeps, "models" | "tokenizer">, call: ChatCall): CallSize {
+  const model = deps.models.get(call.model);
+  if (!model)
+    throw sluiceError("model_not_found", { message: `The model "${call.model.slice(0, 256)}" does not exist.` });
+  const promptTokens = deps.tokenizer.countMessages(call.messages, MAX_INPUT_TOKENS, inputExtras(call));
+  if (promptTokens === undefined) throw sluiceError("input_too_large");
+  const outputTokens = call.maxTokens * call.n;
+  // A free model still needs budget left: free calls are never a way around a cap.
+  const minimum = Math.max(1, costUsdMicros(model, promptTokens, 1));
+  const maximum = Math.max(minimum, costUsdMicros(model, promptTokens, outputTokens));
+  return { model, promptTokens, outputTokens, minimum, maximum };
+}
+
 /**
  * Applies DESIGN steps 6 to 8 to a validated call (account status, model, input size) and
  * sizes its reservation: at least the prompt plus one output token, at most its worst case.
@@ -60,17 +96,10 @@ function checkAccount(account: AccountRecord | undefined): asserts account is Ac
 export async function planCall(deps: PlanDeps, principal: Principal, call: ChatCall, now: number): Promise<CallPlan> {
   const found = await deps.store.getAccount(principal.accountId);
   checkAccount(found);
-  const model = deps.models.get(call.model);
-  if (!model)
-    throw sluiceError("model_not_found", { message: `The model "${call.model.slice(0, 256)}" does not exist.` });
-  const promptTokens = deps.tokenizer.countMessages(call.messages, MAX_INPUT_TOKENS, inputExtras(call));
-  if (promptTokens === undefined) throw sluiceError("input_too_large");
+  const { model, promptTokens, outputTokens, minimum, maximum } = sizeCall(deps, call);
 
   const period = periodOf(now);
   const id = `chatcmpl-${randomUUID().replaceAll("-", "")}`;
-  const worst = costUsdMicros(model, promptTokens, call.maxTokens * call.n);
-  // A free model still needs budget left: free calls are never a way around a cap.
-  const minimum = Math.max(1, costUsdMicros(model, promptTokens, 1));
   return {
     account: found,
     apiKeyId: principal.apiKey.id,
@@ -78,12 +107,14 @@ export async function planCall(deps: PlanDeps, principal: Principal, call: ChatC
     promptTokens,
     period,
     header: { id, model: model.name, created: Math.floor(now / 1000) },
+    tokens: promptTokens + outputTokens,
     reservation: {
       accountId: found.id,
       period,
       reservationId: id,
+      apiKeyId: principal.apiKey.id,
       minimum,
-      maximum: Math.max(minimum, worst),
+      maximum,
       ttlMs: deps.reservationTtlMs,
     },
     request: {

@@ -19,7 +19,10 @@ export function periodOf(nowMs: number): string {
   return `${d.getUTCFullYear()}-${String(d.getUTCMonth() + 1).padStart(2, "0")}`;
 }
 
-/** Milliseconds until the next period begins: the Retry-After of `spend_cap_exceeded`. */
+/**
+ * Milliseconds until the next period begins: the Retry-After of a `spend_cap_exceeded` that the
+ * period's spend causes (a refusal that other calls' holds cause is shorter: see spend-cap.ts).
+ */
 export function msUntilNextPeriod(nowMs: number): number {
   const d = new Date(nowMs);
   return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) - nowMs;

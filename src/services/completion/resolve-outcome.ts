@@ -2,7 +2,7 @@ import type { Logger } from "../../logger.ts";
 import {
   wasNotSent,
   type CallOutcome,
-  type ReservationRef,
+  type ReleaseRequest,
   type SettleRequest,
   type Store,
 } from "../../store/store.ts";
@@ -10,8 +10,8 @@ import {
 /** A call's billing outcome as far as the store has said: `unknown` while it has not answered. */
 export type Resolved = CallOutcome | "unknown";
 
-/** The hold a call took, by completion id. */
-export type Hold = ReservationRef;
+/** The hold a call took, by completion id, with the caller's clock for its release (`ReleaseRequest`). */
+export type Hold = ReleaseRequest;
 
 /** How long to chase an answer, and what stops the chase early (process shutdown). */
 export interface ResolveOptions {

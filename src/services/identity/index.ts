@@ -1,7 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { IdentityService } from "../../../gen/sluice/identity/v1/identity_service_pb.ts";
 import type { Store } from "../../store/store.ts";
-import { apiKeyToProto, listApiKeysOldestFirst } from "../api-keys.ts";
+import { apiKeyToProto, keyBalancesNow, listApiKeysOldestFirst } from "../api-keys.ts";
 import { requirePrincipal } from "../auth/index.ts";
 
 /**
@@ -10,7 +10,7 @@ import { requirePrincipal } from "../auth/index.ts";
  * is the same check without the rate limit, the named first step of a chat call. `ListApiKeys`
  * shows a key holder its account's keys (never their secrets), charged like `GetCaller`.
  */
-export function createIdentityService(deps: { store: Store }): ServiceImpl<typeof IdentityService> {
+export function createIdentityService(deps: { store: Store; now: () => number }): ServiceImpl<typeof IdentityService> {
   return {
     getCaller(_req, ctx) {
       const principal = requirePrincipal(ctx.values);
@@ -22,7 +22,12 @@ export function createIdentityService(deps: { store: Store }): ServiceImpl<typeo
     },
     async listApiKeys(_req, ctx) {
       const { accountId } = requirePrincipal(ctx.values);
-      return { apiKeys: (await listApiKeysOldestFirst(deps.store, accountId)).map(apiKeyToProto) };
+      const nowMs = deps.now();
+      const [keys, balances] = await Promise.all([
+        listApiKeysOldestFirst(deps.store, accountId),
+        keyBalancesNow(deps.store, accountId, nowMs),
+      ]);
+      return { apiKeys: keys.map((k) => apiKeyToProto(k, nowMs, balances.get(k.id))) };
     },
   };
 }

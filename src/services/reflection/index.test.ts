@@ -46,7 +46,13 @@ describe("reflection", () => {
     const files = res.messageResponse.value.fileDescriptorProto.map(
       (b) => fromBinary(FileDescriptorProtoSchema, b).name,
     );
-    expect(files).toEqual(["google/protobuf/timestamp.proto", "sluice/billing/v1/billing_service.proto"]);
+    // Billing imports the completion package (EstimateChatCompletion takes its ChatParams), which imports struct.
+    expect(files).toEqual([
+      "google/protobuf/timestamp.proto",
+      "google/protobuf/struct.proto",
+      "sluice/completion/v1/completion_service.proto",
+      "sluice/billing/v1/billing_service.proto",
+    ]);
   });
 
   it("finds message types and files by name, and says not found otherwise", async () => {

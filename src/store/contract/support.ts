@@ -112,7 +112,8 @@ export async function withAccount(makeStore: MakeStore, capUsdMicros: number | n
   const store = await makeStore();
   const acc = account(capUsdMicros === null ? {} : { spendCapUsdMicros: capUsdMicros });
   await store.createAccount(acc);
-  const extend = (
+  /** The whole answer of `extendReservation`, refusals' `heldByOthersMs` included. */
+  const grant = (
     reservationId: string,
     minimum: number,
     maximum: number,
@@ -128,6 +129,8 @@ export async function withAccount(makeStore: MakeStore, capUsdMicros: number | n
       nowMs: NOW,
       ...extra,
     });
+  /** The micros `extendReservation` granted. */
+  const extend = async (...args: Parameters<typeof grant>) => (await grant(...args)).granted;
   const balance = (nowMs = NOW, period = PERIOD) => store.balance({ accountId: acc.id, period, nowMs });
   const settle = (reservationId: string, chargeUsdMicros: number, withRecord = true, nowMs = NOW) =>
     store.settle({
@@ -139,5 +142,5 @@ export async function withAccount(makeStore: MakeStore, capUsdMicros: number | n
       ...(withRecord && { record: { ...record(acc.id, reservationId), costUsdMicros: chargeUsdMicros } }),
     });
   const release = (reservationId: string) => store.release({ accountId: acc.id, period: PERIOD, reservationId });
-  return { store, acc, extend, balance, settle, release };
+  return { store, acc, grant, extend, balance, settle, release };
 }

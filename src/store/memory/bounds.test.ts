@@ -91,7 +91,7 @@ describe("memory store bounds", () => {
     now += CLOSED_KEEP_MS - 1000;
     expect(await store.release(ref("billed"))).toBe("settled");
     expect(await settle("dropped")).toBe("released");
-    expect(await take("dropped", NOW + 1)).toBe(0);
+    expect(await take("dropped", NOW + 1)).toEqual({ granted: 0 });
     expect(await balance()).toEqual({ spentUsdMicros: 10, reservedUsdMicros: 0 });
     // Past the keep time, the next close sweeps both away.
     now += 2000;

@@ -1,31 +1,15 @@
-import { dayInPeriod, daySpends } from "../days.ts";
 import { normalizeEmail } from "../email.ts";
-import { gcra } from "../gcra.ts";
 import { decodePageToken, encodePageToken } from "../page-token.ts";
 import type {
   AccountRecord,
   ApiKeyRecord,
-  Balance,
   CallOutcome,
-  RateCharge,
   ReservationRef,
-  ReserveRequest,
   Store,
   UsagePage,
   UsageRecordRow,
 } from "../store.ts";
-
-interface Reservation {
-  amount: number;
-  expiresAtMs: number;
-}
-
-interface PeriodState {
-  spent: number;
-  /** What `spent` grew by on each UTC date ("YYYY-MM-DD"), for `spendByDay`. */
-  days: Map<string, number>;
-  reservations: Map<string, Reservation>;
-}
+import { createMemoryBilling } from "./billing.ts";
 
 /** A settled or released id, and when (by the store's clock) it was closed. */
 interface Closed {
@@ -87,32 +71,11 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   const accountsByEmail = new Map<string, Set<string>>();
   const keys = new Map<string, ApiKeyRecord>();
   const keysByHash = new Map<string, string>();
-  /** GCRA theoretical arrival time per key id. */
-  const tats = new Map<string, number>();
-  let rateSweepAt = RATE_SWEEP_MIN;
-  const periods = new Map<string, PeriodState>();
   /** Closed ids by `closedKey`, in the order they closed, so the oldest are at the front. */
   const closed = new Map<string, Closed>();
   const usage = new Map<string, UsageRecordRow[]>();
 
-  const periodKey = (accountId: string, period: string) => `${accountId}|${period}`;
-  const closedKey = (r: ReservationRef) => `${periodKey(r.accountId, r.period)}|${r.reservationId}`;
-  const periodState = (accountId: string, period: string): PeriodState => {
-    const id = periodKey(accountId, period);
-    let state = periods.get(id);
-    if (!state) {
-      state = { spent: 0, days: new Map(), reservations: new Map() };
-      periods.set(id, state);
-    }
-    return state;
-  };
-
-  /** Drops rate-limit states whose time has passed: GCRA treats them exactly as absent ones. */
-  const sweepRateLimits = (nowMs: number) => {
-    if (tats.size < rateSweepAt) return;
-    for (const [id, tat] of tats) if (tat <= nowMs) tats.delete(id);
-    rateSweepAt = Math.max(RATE_SWEEP_MIN, 2 * tats.size);
-  };
+  const closedKey = (r: ReservationRef) => `${r.accountId}|${r.period}|${r.reservationId}`;
 
   /** Closes an id, first forgetting the ids closed too long ago or past the cap. */
   const close = (reservation: ReservationRef, outcome: CallOutcome) => {
@@ -124,38 +87,18 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     closed.set(closedKey(reservation), { outcome, atMs: now });
   };
 
-  /** Sums live reservations, dropping the expired ones: a crashed call's hold frees itself. */
-  const liveReserved = (state: PeriodState | undefined, nowMs: number): number => {
-    if (!state) return 0;
-    let total = 0;
-    for (const [id, r] of state.reservations) {
-      if (r.expiresAtMs <= nowMs) state.reservations.delete(id);
-      else total += r.amount;
-    }
-    return total;
-  };
-
-  /** The logic of `Store.extendReservation`, synchronous so `chargeRateLimit` runs it in the same step. */
-  const reserve = (request: ReserveRequest, nowMs: number): number => {
-    if (closed.has(closedKey(request))) return 0;
-    const cap = accounts.get(request.accountId)?.spendCapUsdMicros ?? 0;
-    const state = periods.get(periodKey(request.accountId, request.period));
-    const left = cap - (state?.spent ?? 0) - liveReserved(state, nowMs);
-    const existing = state?.reservations.get(request.reservationId);
-    if (request.maximum === 0) {
-      // A renewal: it keeps a live hold alive and never brings back a released or expired one.
-      if (existing) existing.expiresAtMs = nowMs + request.ttlMs;
-      return 0;
-    }
-    // Never negative: a cap lowered below what is held refuses growth but still renews.
-    const granted = Math.max(0, Math.min(request.maximum, left));
-    if (granted < request.minimum) return 0;
-    periodState(request.accountId, request.period).reservations.set(request.reservationId, {
-      amount: (existing?.amount ?? 0) + granted,
-      expiresAtMs: nowMs + request.ttlMs,
-    });
-    return granted;
-  };
+  const billing = createMemoryBilling({
+    accounts,
+    keys,
+    closed: { get: (r) => closed.get(closedKey(r))?.outcome, close },
+    clock,
+    rateSweepMin: RATE_SWEEP_MIN,
+    recordUsage(record) {
+      const list = usage.get(record.accountId) ?? [];
+      list.push(record);
+      usage.set(record.accountId, list);
+    },
+  });
 
   const copy = <T extends object>(value: T | undefined): T | undefined => (value ? { ...value } : undefined);
 
@@ -186,6 +129,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     async createApiKey(key) {
       keys.set(key.id, { ...key });
       keysByHash.set(key.hash, key.id);
+      if (key.previous) keysByHash.set(key.previous.hash, key.id);
     },
     async findApiKeyByHash(hash) {
       const id = keysByHash.get(hash);
@@ -197,55 +141,39 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       key.revoked = true;
       return { ...key };
     },
+    async updateApiKey({ apiKeyId, patch }) {
+      const key = keys.get(apiKeyId);
+      if (!key) return undefined;
+      for (const field of ["spendCapUsdMicros", "tokensPerMinute"] as const) {
+        const value = patch[field];
+        if (value === null) delete key[field];
+        else if (value !== undefined) key[field] = value;
+      }
+      return { ...key };
+    },
+    async rotateApiKey({ apiKeyId, hash, prefix, gracePeriodMs, expireTimeMs, nowMs }) {
+      const key = keys.get(apiKeyId);
+      if (!key) return undefined;
+      const expired = expireTimeMs === undefined && key.expireTimeMs !== undefined && key.expireTimeMs <= nowMs;
+      if (key.revoked || expired) return { outcome: key.revoked ? "revoked" : "expired", key: { ...key } };
+      // One step, so every reader finds one of the two secrets working: the new one at once.
+      if (key.previous) keysByHash.delete(key.previous.hash);
+      key.previous = { hash: key.hash, prefix: key.prefix, expireTimeMs: nowMs + gracePeriodMs };
+      Object.assign(key, { hash, prefix }, expireTimeMs !== undefined && { expireTimeMs });
+      keysByHash.set(hash, apiKeyId);
+      return { outcome: "rotated", key: { ...key } };
+    },
     async listApiKeys(accountId) {
       return [...keys.values()].filter((k) => k.accountId === accountId).map((k) => ({ ...k }));
     },
 
-    async chargeRateLimit({ key, nowMs, reserve: reservation }): Promise<RateCharge> {
-      sweepRateLimits(nowMs);
-      const { decision, tatMs } = gcra(tats.get(key.id), key.rateLimitRps, key.burst, nowMs);
-      if (tatMs !== undefined) tats.set(key.id, tatMs);
-      const granted = decision.allowed && reservation ? reserve(reservation, nowMs) : 0;
-      return { ...decision, granted };
-    },
-    extendReservation: async (request) => reserve(request, request.nowMs),
-    async settle(request) {
-      const done = closed.get(closedKey(request));
-      if (done) return done.outcome;
-      close(request, "settled");
-      const state = periodState(request.accountId, request.period);
-      state.reservations.delete(request.reservationId);
-      // Never past the cap, even for a call whose hold expired while it ran.
-      const cap = accounts.get(request.accountId)?.spendCapUsdMicros ?? 0;
-      let others = 0;
-      for (const r of state.reservations.values()) others += r.amount;
-      const charge = Math.max(0, Math.min(request.chargeUsdMicros, cap - state.spent - others));
-      state.spent += charge;
-      if (charge > 0) {
-        const day = dayInPeriod(request.nowMs, request.period);
-        state.days.set(day, (state.days.get(day) ?? 0) + charge);
-      }
-      if (request.record) {
-        const list = usage.get(request.accountId) ?? [];
-        list.push({ ...request.record, costUsdMicros: charge });
-        usage.set(request.accountId, list);
-      }
-      return "settled";
-    },
-    async release(reservation) {
-      const done = closed.get(closedKey(reservation));
-      if (done) return done.outcome;
-      close(reservation, "released");
-      periods.get(periodKey(reservation.accountId, reservation.period))?.reservations.delete(reservation.reservationId);
-      return "released";
-    },
-    async balance({ accountId, period, nowMs }): Promise<Balance> {
-      const state = periods.get(periodKey(accountId, period));
-      return { spentUsdMicros: state?.spent ?? 0, reservedUsdMicros: liveReserved(state, nowMs) };
-    },
-    async spendByDay({ accountId, period }) {
-      return daySpends(periods.get(periodKey(accountId, period))?.days ?? []);
-    },
+    chargeRateLimit: billing.chargeRateLimit,
+    extendReservation: billing.extendReservation,
+    settle: billing.settle,
+    release: billing.release,
+    balance: billing.balance,
+    keyBalances: billing.keyBalances,
+    spendByDay: billing.spendByDay,
 
     async listUsageRecords({ accountId, pageSize, pageToken }): Promise<UsagePage> {
       const list = usage.get(accountId) ?? [];
@@ -260,6 +188,6 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
 
     async ping() {},
     async close() {},
-    footprint: () => ({ rateLimitKeys: tats.size, closedIds: closed.size }),
+    footprint: () => ({ rateLimitKeys: billing.rateLimitStates(), closedIds: closed.size }),
   };
 }

@@ -28,3 +28,6 @@ export function createTtlCache<V>(ttlMs: number, maxEntries: number, now: () => 
     delete: (key) => void entries.delete(key),
   };
 }
+
+/** Cached records are shared: callers get their own copy to change. */
+export const copy = <T extends object>(value: T | undefined): T | undefined => (value ? { ...value } : undefined);

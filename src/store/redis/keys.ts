@@ -29,6 +29,11 @@ export function createKeys(prefix: string) {
     },
     accountKeys: (id: string) => `${account(id)}:keys`,
     apiKey: (accountId: string, keyId: string) => `${account(accountId)}:key:${keyId}`,
+    /**
+     * The key a secret's hash belongs to (`<accountId> <keyId>`): every key's current secret and
+     * the one its last rotation replaced. Outside the account's slot (a lookup knows only the
+     * hash), so writes order it around the key's own hash (see `createRedisApiKeys`).
+     */
     keyByHash: (hash: string) => `${prefix}:key-by-hash:${hash}`,
     keyById: (keyId: string) => `${prefix}:key-by-id:${keyId}`,
     /**
@@ -37,6 +42,13 @@ export function createKeys(prefix: string) {
      * nothing more than no state.
      */
     gcra: (accountId: string, keyId: string) => `${account(accountId)}:gcra:${keyId}`,
+    /**
+     * The token budgets of an account's keys that have a tokens-per-minute limit: field key id,
+     * value the budget's theoretical arrival time (GCRA in tokens). One hash in the account's slot,
+     * so a call's end can give tokens back knowing only its hold; a field whose time has passed
+     * means a full budget, and there is one per key at most, so nothing expires.
+     */
+    tokens: (accountId: string) => `${account(accountId)}:tokens`,
     usage: (id: string) => `${account(id)}:usage`,
     period: (id: string, period: string) => {
       const base = `${account(id)}:p:${period}`;
@@ -55,6 +67,15 @@ export function createKeys(prefix: string) {
          * `spendByDay`. Like `spent` and `partial`, and unlike the id sets, it never expires.
          */
         days: `${base}:days`,
+        /** What each key's settles charged this period (field key id), for key caps; never expires. */
+        keySpent: `${base}:key-spent`,
+        /** What each key's live holds add up to (field key id), kept with the holds themselves. */
+        keyReserved: `${base}:key-resv`,
+        /**
+         * Who holds each live hold (field completion id): "<key id> <tokens taken> <ms per token>
+         * <budget time after the take>", so the hold's end, or its expiry, updates its key's sums.
+         */
+        holders: `${base}:holders`,
       };
     },
   };

@@ -30,6 +30,12 @@ export function parseAccount(id: string, h: Record<string, string>): AccountReco
   };
 }
 
+/**
+ * A key as hash fields. Its own cap (`cap`, which the billing scripts read), its token limit
+ * (`tpm`), the expiry (`expires`) and the replaced secret (`prev_hash`, `prev_prefix`,
+ * `prev_expires`, written by the rotation script) are absent when unset; keys stored before they
+ * existed read as never expiring, never rotated and without limits of their own.
+ */
 export function apiKeyFields(k: ApiKeyRecord): Record<string, string> {
   return {
     account: k.accountId,
@@ -39,6 +45,14 @@ export function apiKeyFields(k: ApiKeyRecord): Record<string, string> {
     burst: String(k.burst),
     revoked: k.revoked ? "1" : "0",
     created: String(k.createTimeMs),
+    ...(k.expireTimeMs !== undefined && { expires: String(k.expireTimeMs) }),
+    ...(k.spendCapUsdMicros !== undefined && { cap: String(k.spendCapUsdMicros) }),
+    ...(k.tokensPerMinute !== undefined && { tpm: String(k.tokensPerMinute) }),
+    ...(k.previous && {
+      prev_hash: k.previous.hash,
+      prev_prefix: k.previous.prefix,
+      prev_expires: String(k.previous.expireTimeMs),
+    }),
   };
 }
 
@@ -53,6 +67,12 @@ export function parseApiKey(id: string, h: Record<string, string>): ApiKeyRecord
     burst: Number(h.burst),
     revoked: h.revoked === "1",
     createTimeMs: Number(h.created),
+    ...(h.expires && { expireTimeMs: Number(h.expires) }),
+    ...(h.cap && { spendCapUsdMicros: Number(h.cap) }),
+    ...(h.tpm && { tokensPerMinute: Number(h.tpm) }),
+    ...(h.prev_hash && {
+      previous: { hash: h.prev_hash, prefix: h.prev_prefix ?? "", expireTimeMs: Number(h.prev_expires) },
+    }),
   };
 }
 

@@ -6,15 +6,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message, UnknownEnum } from "@bufbuild/protobuf";
 
 /**
  * Describes the file sluice/admin/v1/admin_service.proto.
  */
 export const file_sluice_admin_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNzbHVpY2UvYWRtaW4vdjEvYWRtaW5fc2VydmljZS5wcm90bxIPc2x1aWNlLmFkbWluLnYxIs0CCgdBY2NvdW50EgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESIQoUc3BlbmRfY2FwX3VzZF9taWNyb3MYAyABKANIAYgBARIbChNvbmJvYXJkaW5nX2NvbXBsZXRlGAQgASgIEjYKDnBheW1lbnRfc3RhdHVzGAUgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXMSQAoTc3Vic2NyaXB0aW9uX3N0YXR1cxgGIAEoDjIjLnNsdWljZS5hZG1pbi52MS5TdWJzY3JpcHRpb25TdGF0dXMSDgoGcGVyaW9kGAcgASgJEhgKEHNwZW50X3VzZF9taWNyb3MYCCABKAMSGwoTcmVzZXJ2ZWRfdXNkX21pY3JvcxgJIAEoA0IICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIo0BChRDcmVhdGVBY2NvdW50UmVxdWVzdBISCgVlbWFpbBgBIAEoCUgAiAEBEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSAGIAQESGwoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEIICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIkIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRIpCgdhY2NvdW50GAEgASgLMhguc2x1aWNlLmFkbWluLnYxLkFjY291bnQiJwoRR2V0QWNjb3VudFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSI/ChJHZXRBY2NvdW50UmVzcG9uc2USKQoHYWNjb3VudBgBIAEoCzIYLnNsdWljZS5hZG1pbi52MS5BY2NvdW50Is8CChRVcGRhdGVBY2NvdW50UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESIAoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEgBiAEBEjsKDnBheW1lbnRfc3RhdHVzGAQgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXNIAogBARJFChNzdWJzY3JpcHRpb25fc3RhdHVzGAUgASgOMiMuc2x1aWNlLmFkbWluLnYxLlN1YnNjcmlwdGlvblN0YXR1c0gDiAEBQhcKFV9zcGVuZF9jYXBfdXNkX21pY3Jvc0IWChRfb25ib2FyZGluZ19jb21wbGV0ZUIRCg9fcGF5bWVudF9zdGF0dXNCFgoUX3N1YnNjcmlwdGlvbl9zdGF0dXMiQgoVVXBkYXRlQWNjb3VudFJlc3BvbnNlEikKB2FjY291bnQYASABKAsyGC5zbHVpY2UuYWRtaW4udjEuQWNjb3VudCKhAQoGQXBpS2V5EgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSDgoGcHJlZml4GAMgASgJEhYKDnJhdGVfbGltaXRfcnBzGAQgASgBEg0KBWJ1cnN0GAUgASgNEg8KB3Jldm9rZWQYBiABKAgSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIncKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIbCg5yYXRlX2xpbWl0X3JwcxgCIAEoAUgAiAEBEhIKBWJ1cnN0GAMgASgNSAGIAQFCEQoPX3JhdGVfbGltaXRfcnBzQggKBl9idXJzdCJQChRDcmVhdGVBcGlLZXlSZXNwb25zZRIoCgdhcGlfa2V5GAEgASgLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleRIOCgZzZWNyZXQYAiABKAkiKQoTUmV2b2tlQXBpS2V5UmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJIkAKFFJldm9rZUFwaUtleVJlc3BvbnNlEigKB2FwaV9rZXkYASABKAsyFy5zbHVpY2UuYWRtaW4udjEuQXBpS2V5IigKEkxpc3RBcGlLZXlzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJIkAKE0xpc3RBcGlLZXlzUmVzcG9uc2USKQoIYXBpX2tleXMYASADKAsyFy5zbHVpY2UuYWRtaW4udjEuQXBpS2V5IswBCgtVc2FnZVJlY29yZBIKCgJpZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEhIKCmFwaV9rZXlfaWQYAyABKAkSDQoFbW9kZWwYBCABKAkSFQoNcHJvbXB0X3Rva2VucxgFIAEoAxIZChFjb21wbGV0aW9uX3Rva2VucxgGIAEoAxIXCg9jb3N0X3VzZF9taWNyb3MYByABKAMSLwoLY3JlYXRlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlQKF0xpc3RVc2FnZVJlY29yZHNSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiaAoYTGlzdFVzYWdlUmVjb3Jkc1Jlc3BvbnNlEjMKDXVzYWdlX3JlY29yZHMYASADKAsyHC5zbHVpY2UuYWRtaW4udjEuVXNhZ2VSZWNvcmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiYKFVNlYXJjaEFjY291bnRzUmVxdWVzdBINCgVxdWVyeRgBIAEoCSJEChZTZWFyY2hBY2NvdW50c1Jlc3BvbnNlEioKCGFjY291bnRzGAEgAygLMhguc2x1aWNlLmFkbWluLnYxLkFjY291bnQiKgoUR2V0U3BlbmRCeURheVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSLDAQoVR2V0U3BlbmRCeURheVJlc3BvbnNlEg4KBnBlcmlvZBgBIAEoCRInCgRkYXlzGAIgAygLMhkuc2x1aWNlLmFkbWluLnYxLkRheVNwZW5kEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAMgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgEIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGAUgASgDQhcKFV9zcGVuZF9jYXBfdXNkX21pY3JvcyIyCghEYXlTcGVuZBIMCgRkYXRlGAEgASgJEhgKEHNwZW50X3VzZF9taWNyb3MYAiABKAMqYQoNUGF5bWVudFN0YXR1cxIeChpQQVlNRU5UX1NUQVRVU19VTlNQRUNJRklFRBAAEhUKEVBBWU1FTlRfU1RBVFVTX09LEAESGQoVUEFZTUVOVF9TVEFUVVNfRkFJTEVEEAIqewoSU3Vic2NyaXB0aW9uU3RhdHVzEiMKH1NVQlNDUklQVElPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIeChpTVUJTQ1JJUFRJT05fU1RBVFVTX0FDVElWRRABEiAKHFNVQlNDUklQVElPTl9TVEFUVVNfQ0FOQ0VMRUQQAjLlBgoMQWRtaW5TZXJ2aWNlEl4KDUNyZWF0ZUFjY291bnQSJS5zbHVpY2UuYWRtaW4udjEuQ3JlYXRlQWNjb3VudFJlcXVlc3QaJi5zbHVpY2UuYWRtaW4udjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlElUKCkdldEFjY291bnQSIi5zbHVpY2UuYWRtaW4udjEuR2V0QWNjb3VudFJlcXVlc3QaIy5zbHVpY2UuYWRtaW4udjEuR2V0QWNjb3VudFJlc3BvbnNlEl4KDVVwZGF0ZUFjY291bnQSJS5zbHVpY2UuYWRtaW4udjEuVXBkYXRlQWNjb3VudFJlcXVlc3QaJi5zbHVpY2UuYWRtaW4udjEuVXBkYXRlQWNjb3VudFJlc3BvbnNlElsKDENyZWF0ZUFwaUtleRIkLnNsdWljZS5hZG1pbi52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiUuc2x1aWNlLmFkbWluLnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlElsKDFJldm9rZUFwaUtleRIkLnNsdWljZS5hZG1pbi52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiUuc2x1aWNlLmFkbWluLnYxLlJldm9rZUFwaUtleVJlc3BvbnNlElgKC0xpc3RBcGlLZXlzEiMuc2x1aWNlLmFkbWluLnYxLkxpc3RBcGlLZXlzUmVxdWVzdBokLnNsdWljZS5hZG1pbi52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlEmcKEExpc3RVc2FnZVJlY29yZHMSKC5zbHVpY2UuYWRtaW4udjEuTGlzdFVzYWdlUmVjb3Jkc1JlcXVlc3QaKS5zbHVpY2UuYWRtaW4udjEuTGlzdFVzYWdlUmVjb3Jkc1Jlc3BvbnNlEmEKDlNlYXJjaEFjY291bnRzEiYuc2x1aWNlLmFkbWluLnYxLlNlYXJjaEFjY291bnRzUmVxdWVzdBonLnNsdWljZS5hZG1pbi52MS5TZWFyY2hBY2NvdW50c1Jlc3BvbnNlEl4KDUdldFNwZW5kQnlEYXkSJS5zbHVpY2UuYWRtaW4udjEuR2V0U3BlbmRCeURheVJlcXVlc3QaJi5zbHVpY2UuYWRtaW4udjEuR2V0U3BlbmRCeURheVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("CiNzbHVpY2UvYWRtaW4vdjEvYWRtaW5fc2VydmljZS5wcm90bxIPc2x1aWNlLmFkbWluLnYxIs0CCgdBY2NvdW50EgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESIQoUc3BlbmRfY2FwX3VzZF9taWNyb3MYAyABKANIAYgBARIbChNvbmJvYXJkaW5nX2NvbXBsZXRlGAQgASgIEjYKDnBheW1lbnRfc3RhdHVzGAUgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXMSQAoTc3Vic2NyaXB0aW9uX3N0YXR1cxgGIAEoDjIjLnNsdWljZS5hZG1pbi52MS5TdWJzY3JpcHRpb25TdGF0dXMSDgoGcGVyaW9kGAcgASgJEhgKEHNwZW50X3VzZF9taWNyb3MYCCABKAMSGwoTcmVzZXJ2ZWRfdXNkX21pY3JvcxgJIAEoA0IICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIo0BChRDcmVhdGVBY2NvdW50UmVxdWVzdBISCgVlbWFpbBgBIAEoCUgAiAEBEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSAGIAQESGwoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEIICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIkIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRIpCgdhY2NvdW50GAEgASgLMhguc2x1aWNlLmFkbWluLnYxLkFjY291bnQiJwoRR2V0QWNjb3VudFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSI/ChJHZXRBY2NvdW50UmVzcG9uc2USKQoHYWNjb3VudBgBIAEoCzIYLnNsdWljZS5hZG1pbi52MS5BY2NvdW50Is8CChRVcGRhdGVBY2NvdW50UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESIAoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEgBiAEBEjsKDnBheW1lbnRfc3RhdHVzGAQgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXNIAogBARJFChNzdWJzY3JpcHRpb25fc3RhdHVzGAUgASgOMiMuc2x1aWNlLmFkbWluLnYxLlN1YnNjcmlwdGlvblN0YXR1c0gDiAEBQhcKFV9zcGVuZF9jYXBfdXNkX21pY3Jvc0IWChRfb25ib2FyZGluZ19jb21wbGV0ZUIRCg9fcGF5bWVudF9zdGF0dXNCFgoUX3N1YnNjcmlwdGlvbl9zdGF0dXMiQgoVVXBkYXRlQWNjb3VudFJlc3BvbnNlEikKB2FjY291bnQYASABKAsyGC5zbHVpY2UuYWRtaW4udjEuQWNjb3VudCLOAwoGQXBpS2V5EgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSDgoGcHJlZml4GAMgASgJEhYKDnJhdGVfbGltaXRfcnBzGAQgASgBEg0KBWJ1cnN0GAUgASgNEg8KB3Jldm9rZWQYBiABKAgSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9wcmV2aW91c19wcmVmaXgYCSABKAkSOAoUcHJldmlvdXNfZXhwaXJlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAsgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgMIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGA0gASgDEh4KEXRva2Vuc19wZXJfbWludXRlGA4gASgNSAGIAQFCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zQhQKEl90b2tlbnNfcGVyX21pbnV0ZSLUAgoTQ3JlYXRlQXBpS2V5UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhsKDnJhdGVfbGltaXRfcnBzGAIgASgBSAGIAQESEgoFYnVyc3QYAyABKA1IAogBARIxCgtleHBpcmVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIoCgN0dGwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IABIhChRzcGVuZF9jYXBfdXNkX21pY3JvcxgGIAEoA0gDiAEBEh4KEXRva2Vuc19wZXJfbWludXRlGAcgASgNSASIAQFCDAoKZXhwaXJhdGlvbkIRCg9fcmF0ZV9saW1pdF9ycHNCCAoGX2J1cnN0QhcKFV9zcGVuZF9jYXBfdXNkX21pY3Jvc0IUChJfdG9rZW5zX3Blcl9taW51dGUiUAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USKAoHYXBpX2tleRgBIAEoCzIXLnNsdWljZS5hZG1pbi52MS5BcGlLZXkSDgoGc2VjcmV0GAIgASgJIikKE1Jldm9rZUFwaUtleVJlcXVlc3QSEgoKYXBpX2tleV9pZBgBIAEoCSJAChRSZXZva2VBcGlLZXlSZXNwb25zZRIoCgdhcGlfa2V5GAEgASgLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleSLMAQoTVXBkYXRlQXBpS2V5UmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESHgoRdG9rZW5zX3Blcl9taW51dGUYAyABKA1IAYgBARIvCgt1cGRhdGVfbWFzaxgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zQhQKEl90b2tlbnNfcGVyX21pbnV0ZSJAChRVcGRhdGVBcGlLZXlSZXNwb25zZRIoCgdhcGlfa2V5GAEgASgLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleSLFAQoTUm90YXRlQXBpS2V5UmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJEi8KDGdyYWNlX3BlcmlvZBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIxCgtleHBpcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIoCgN0dGwYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IAEIMCgpleHBpcmF0aW9uIlAKFFJvdGF0ZUFwaUtleVJlc3BvbnNlEigKB2FwaV9rZXkYASABKAsyFy5zbHVpY2UuYWRtaW4udjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSIoChJMaXN0QXBpS2V5c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJAChNMaXN0QXBpS2V5c1Jlc3BvbnNlEikKCGFwaV9rZXlzGAEgAygLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleSLMAQoLVXNhZ2VSZWNvcmQSCgoCaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRISCgphcGlfa2V5X2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEhUKDXByb21wdF90b2tlbnMYBSABKAMSGQoRY29tcGxldGlvbl90b2tlbnMYBiABKAMSFwoPY29zdF91c2RfbWljcm9zGAcgASgDEi8KC2NyZWF0ZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChdMaXN0VXNhZ2VSZWNvcmRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImgKGExpc3RVc2FnZVJlY29yZHNSZXNwb25zZRIzCg11c2FnZV9yZWNvcmRzGAEgAygLMhwuc2x1aWNlLmFkbWluLnYxLlVzYWdlUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSImChVTZWFyY2hBY2NvdW50c1JlcXVlc3QSDQoFcXVlcnkYASABKAkiRAoWU2VhcmNoQWNjb3VudHNSZXNwb25zZRIqCghhY2NvdW50cxgBIAMoCzIYLnNsdWljZS5hZG1pbi52MS5BY2NvdW50IioKFEdldFNwZW5kQnlEYXlSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkiwwEKFUdldFNwZW5kQnlEYXlSZXNwb25zZRIOCgZwZXJpb2QYASABKAkSJwoEZGF5cxgCIAMoCzIZLnNsdWljZS5hZG1pbi52MS5EYXlTcGVuZBIhChRzcGVuZF9jYXBfdXNkX21pY3JvcxgDIAEoA0gAiAEBEhgKEHNwZW50X3VzZF9taWNyb3MYBCABKAMSGwoTcmVzZXJ2ZWRfdXNkX21pY3JvcxgFIAEoA0IXChVfc3BlbmRfY2FwX3VzZF9taWNyb3MiMgoIRGF5U3BlbmQSDAoEZGF0ZRgBIAEoCRIYChBzcGVudF91c2RfbWljcm9zGAIgASgDKmEKDVBheW1lbnRTdGF0dXMSHgoaUEFZTUVOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIVChFQQVlNRU5UX1NUQVRVU19PSxABEhkKFVBBWU1FTlRfU1RBVFVTX0ZBSUxFRBACKnsKElN1YnNjcmlwdGlvblN0YXR1cxIjCh9TVUJTQ1JJUFRJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASHgoaU1VCU0NSSVBUSU9OX1NUQVRVU19BQ1RJVkUQARIgChxTVUJTQ1JJUFRJT05fU1RBVFVTX0NBTkNFTEVEEAIynwgKDEFkbWluU2VydmljZRJeCg1DcmVhdGVBY2NvdW50EiUuc2x1aWNlLmFkbWluLnYxLkNyZWF0ZUFjY291bnRSZXF1ZXN0GiYuc2x1aWNlLmFkbWluLnYxLkNyZWF0ZUFjY291bnRSZXNwb25zZRJVCgpHZXRBY2NvdW50EiIuc2x1aWNlLmFkbWluLnYxLkdldEFjY291bnRSZXF1ZXN0GiMuc2x1aWNlLmFkbWluLnYxLkdldEFjY291bnRSZXNwb25zZRJeCg1VcGRhdGVBY2NvdW50EiUuc2x1aWNlLmFkbWluLnYxLlVwZGF0ZUFjY291bnRSZXF1ZXN0GiYuc2x1aWNlLmFkbWluLnYxLlVwZGF0ZUFjY291bnRSZXNwb25zZRJbCgxDcmVhdGVBcGlLZXkSJC5zbHVpY2UuYWRtaW4udjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBolLnNsdWljZS5hZG1pbi52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJbCgxSZXZva2VBcGlLZXkSJC5zbHVpY2UuYWRtaW4udjEuUmV2b2tlQXBpS2V5UmVxdWVzdBolLnNsdWljZS5hZG1pbi52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJbCgxVcGRhdGVBcGlLZXkSJC5zbHVpY2UuYWRtaW4udjEuVXBkYXRlQXBpS2V5UmVxdWVzdBolLnNsdWljZS5hZG1pbi52MS5VcGRhdGVBcGlLZXlSZXNwb25zZRJbCgxSb3RhdGVBcGlLZXkSJC5zbHVpY2UuYWRtaW4udjEuUm90YXRlQXBpS2V5UmVxdWVzdBolLnNsdWljZS5hZG1pbi52MS5Sb3RhdGVBcGlLZXlSZXNwb25zZRJYCgtMaXN0QXBpS2V5cxIjLnNsdWljZS5hZG1pbi52MS5MaXN0QXBpS2V5c1JlcXVlc3QaJC5zbHVpY2UuYWRtaW4udjEuTGlzdEFwaUtleXNSZXNwb25zZRJnChBMaXN0VXNhZ2VSZWNvcmRzEiguc2x1aWNlLmFkbWluLnYxLkxpc3RVc2FnZVJlY29yZHNSZXF1ZXN0Gikuc2x1aWNlLmFkbWluLnYxLkxpc3RVc2FnZVJlY29yZHNSZXNwb25zZRJhCg5TZWFyY2hBY2NvdW50cxImLnNsdWljZS5hZG1pbi52MS5TZWFyY2hBY2NvdW50c1JlcXVlc3QaJy5zbHVpY2UuYWRtaW4udjEuU2VhcmNoQWNjb3VudHNSZXNwb25zZRJeCg1HZXRTcGVuZEJ5RGF5EiUuc2x1aWNlLmFkbWluLnYxLkdldFNwZW5kQnlEYXlSZXF1ZXN0GiYuc2x1aWNlLmFkbWluLnYxLkdldFNwZW5kQnlEYXlSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Account is a billed customer.
@@ -315,6 +315,61 @@ export type ApiKey = Message<"sluice.admin.v1.ApiKey"> & {
    * @generated from field: google.protobuf.Timestamp create_time = 7;
    */
   createTime?: Timestamp | undefined;
+
+  /**
+   * When the key stops working: from then on its secrets get 401 invalid_api_key. Unset, it
+   * never expires.
+   *
+   * @generated from field: google.protobuf.Timestamp expire_time = 8;
+   */
+  expireTime?: Timestamp | undefined;
+
+  /**
+   * The prefix of the secret the last rotation replaced, while that secret still works (its
+   * grace period); empty otherwise.
+   *
+   * @generated from field: string previous_prefix = 9;
+   */
+  previousPrefix: string;
+
+  /**
+   * When the secret the last rotation replaced stops working; unset when it works no more.
+   *
+   * @generated from field: google.protobuf.Timestamp previous_expire_time = 10;
+   */
+  previousExpireTime?: Timestamp | undefined;
+
+  /**
+   * The key's own monthly cap in US-dollar micros, besides its account's: a call is admitted only
+   * when both have room, and is refused with spend_cap_exceeded (ErrorInfo.metadata.cap "key")
+   * when the key's does not. Unset, only the account's cap applies.
+   *
+   * @generated from field: optional int64 spend_cap_usd_micros = 11;
+   */
+  spendCapUsdMicros?: bigint | undefined;
+
+  /**
+   * What calls with this key have been charged in the account's current period, in US-dollar micros.
+   *
+   * @generated from field: int64 spent_usd_micros = 12;
+   */
+  spentUsdMicros: bigint;
+
+  /**
+   * What live reservations of calls with this key hold in the current period, in US-dollar micros.
+   *
+   * @generated from field: int64 reserved_usd_micros = 13;
+   */
+  reservedUsdMicros: bigint;
+
+  /**
+   * The tokens per minute the key may use: a chat call takes its prompt plus its max_tokens (for
+   * each choice) at admission and gives back what it did not use when it ends; a call the budget
+   * cannot cover yet gets 429 api_key_rate_limited. Unset, no token limit.
+   *
+   * @generated from field: optional uint32 tokens_per_minute = 14;
+   */
+  tokensPerMinute?: number | undefined;
 };
 
 /**
@@ -350,6 +405,43 @@ export type CreateApiKeyRequest = Message<"sluice.admin.v1.CreateApiKeyRequest">
    * @generated from field: optional uint32 burst = 3;
    */
   burst?: number | undefined;
+
+  /**
+   * When the key expires; unset, it never does. At most 10 years ahead.
+   *
+   * @generated from oneof sluice.admin.v1.CreateApiKeyRequest.expiration
+   */
+  expiration: {
+    /**
+     * The time the key expires, in the future.
+     *
+     * @generated from field: google.protobuf.Timestamp expire_time = 4;
+     */
+    value: Timestamp;
+    case: "expireTime";
+  } | {
+    /**
+     * How long from now the key works, more than 0.
+     *
+     * @generated from field: google.protobuf.Duration ttl = 5;
+     */
+    value: Duration;
+    case: "ttl";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * The key's own monthly cap in US-dollar micros; unset, only the account's cap applies.
+   *
+   * @generated from field: optional int64 spend_cap_usd_micros = 6;
+   */
+  spendCapUsdMicros?: bigint | undefined;
+
+  /**
+   * The key's tokens-per-minute limit, at least 1; unset, no token limit.
+   *
+   * @generated from field: optional uint32 tokens_per_minute = 7;
+   */
+  tokensPerMinute?: number | undefined;
 };
 
 /**
@@ -430,6 +522,153 @@ export const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse> = /*@_
   messageDesc(file_sluice_admin_v1_admin_service, 11);
 
 /**
+ * UpdateApiKeyRequest names the key and the limits to change.
+ *
+ * @generated from message sluice.admin.v1.UpdateApiKeyRequest
+ */
+export type UpdateApiKeyRequest = Message<"sluice.admin.v1.UpdateApiKeyRequest"> & {
+  /**
+   * The key id.
+   *
+   * @generated from field: string api_key_id = 1;
+   */
+  apiKeyId: string;
+
+  /**
+   * The key's new monthly cap in US-dollar micros.
+   *
+   * @generated from field: optional int64 spend_cap_usd_micros = 2;
+   */
+  spendCapUsdMicros?: bigint | undefined;
+
+  /**
+   * The key's new tokens-per-minute limit, at least 1.
+   *
+   * @generated from field: optional uint32 tokens_per_minute = 3;
+   */
+  tokensPerMinute?: number | undefined;
+
+  /**
+   * The fields to change: "spend_cap_usd_micros", "tokens_per_minute", or "*" for both. A field
+   * named here and left unset is removed (no cap of the key's own, no token limit). Empty, the
+   * fields that are set are changed and the others left alone.
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 4;
+   */
+  updateMask?: FieldMask | undefined;
+};
+
+/**
+ * Describes the message sluice.admin.v1.UpdateApiKeyRequest.
+ * Use `create(UpdateApiKeyRequestSchema)` to create a new message.
+ */
+export const UpdateApiKeyRequestSchema: GenMessage<UpdateApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 12);
+
+/**
+ * UpdateApiKeyResponse returns the key as it is now.
+ *
+ * @generated from message sluice.admin.v1.UpdateApiKeyResponse
+ */
+export type UpdateApiKeyResponse = Message<"sluice.admin.v1.UpdateApiKeyResponse"> & {
+  /**
+   * The key's public record, with its current period's spend.
+   *
+   * @generated from field: sluice.admin.v1.ApiKey api_key = 1;
+   */
+  apiKey?: ApiKey | undefined;
+};
+
+/**
+ * Describes the message sluice.admin.v1.UpdateApiKeyResponse.
+ * Use `create(UpdateApiKeyResponseSchema)` to create a new message.
+ */
+export const UpdateApiKeyResponseSchema: GenMessage<UpdateApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 13);
+
+/**
+ * RotateApiKeyRequest names the key to give a new secret, and how long the old one still works.
+ *
+ * @generated from message sluice.admin.v1.RotateApiKeyRequest
+ */
+export type RotateApiKeyRequest = Message<"sluice.admin.v1.RotateApiKeyRequest"> & {
+  /**
+   * The key id.
+   *
+   * @generated from field: string api_key_id = 1;
+   */
+  apiKeyId: string;
+
+  /**
+   * How long the replaced secret keeps working, at most 30 days; unset or 0 ends it at once. A
+   * secret replaced by an earlier rotation and still in its grace period ends at once: a key has
+   * at most two working secrets, the new one and the one it replaced.
+   *
+   * @generated from field: google.protobuf.Duration grace_period = 2;
+   */
+  gracePeriod?: Duration | undefined;
+
+  /**
+   * A new expiry for the key (both secrets); unset keeps the key's own. An expired key can be
+   * rotated only with a new one. At most 10 years ahead.
+   *
+   * @generated from oneof sluice.admin.v1.RotateApiKeyRequest.expiration
+   */
+  expiration: {
+    /**
+     * The time the key expires, in the future.
+     *
+     * @generated from field: google.protobuf.Timestamp expire_time = 3;
+     */
+    value: Timestamp;
+    case: "expireTime";
+  } | {
+    /**
+     * How long from now the key works, more than 0.
+     *
+     * @generated from field: google.protobuf.Duration ttl = 4;
+     */
+    value: Duration;
+    case: "ttl";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message sluice.admin.v1.RotateApiKeyRequest.
+ * Use `create(RotateApiKeyRequestSchema)` to create a new message.
+ */
+export const RotateApiKeyRequestSchema: GenMessage<RotateApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 14);
+
+/**
+ * RotateApiKeyResponse returns the rotated key and, this once, its new secret.
+ *
+ * @generated from message sluice.admin.v1.RotateApiKeyResponse
+ */
+export type RotateApiKeyResponse = Message<"sluice.admin.v1.RotateApiKeyResponse"> & {
+  /**
+   * The key's public record, with the new secret's prefix.
+   *
+   * @generated from field: sluice.admin.v1.ApiKey api_key = 1;
+   */
+  apiKey?: ApiKey | undefined;
+
+  /**
+   * The new secret, svc_sk_ and a random part; shown only here.
+   *
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message sluice.admin.v1.RotateApiKeyResponse.
+ * Use `create(RotateApiKeyResponseSchema)` to create a new message.
+ */
+export const RotateApiKeyResponseSchema: GenMessage<RotateApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 15);
+
+/**
  * ListApiKeysRequest names the account whose keys to list.
  *
  * @generated from message sluice.admin.v1.ListApiKeysRequest
@@ -448,7 +687,7 @@ export type ListApiKeysRequest = Message<"sluice.admin.v1.ListApiKeysRequest"> &
  * Use `create(ListApiKeysRequestSchema)` to create a new message.
  */
 export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_admin_v1_admin_service, 12);
+  messageDesc(file_sluice_admin_v1_admin_service, 16);
 
 /**
  * ListApiKeysResponse lists the account's keys.
@@ -469,7 +708,7 @@ export type ListApiKeysResponse = Message<"sluice.admin.v1.ListApiKeysResponse">
  * Use `create(ListApiKeysResponseSchema)` to create a new message.
  */
 export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_admin_v1_admin_service, 13);
+  messageDesc(file_sluice_admin_v1_admin_service, 17);
 
 /**
  * UsageRecord is the billing trace of one completed call.
@@ -539,7 +778,7 @@ export type UsageRecord = Message<"sluice.admin.v1.UsageRecord"> & {
  * Use `create(UsageRecordSchema)` to create a new message.
  */
 export const UsageRecordSchema: GenMessage<UsageRecord> = /*@__PURE__*/
-  messageDesc(file_sluice_admin_v1_admin_service, 14);
+  messageDesc(file_sluice_admin_v1_admin_service, 18);
 
 /**
  * ListUsageRecordsRequest asks for one page of an account's usage records.
@@ -574,7 +813,7 @@ export type ListUsageRecordsRequest = Message<"sluice.admin.v1.ListUsageRecordsR
  * Use `create(ListUsageRecordsRequestSchema)` to create a new message.
  */
 export const ListUsageRecordsRequestSchema: GenMessage<ListUsageRecordsRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_admin_v1_admin_service, 15);
+  messageDesc(file_sluice_admin_v1_admin_service, 19);
 
 /**
  * ListUsageRecordsResponse is one page of usage records.
@@ -602,7 +841,7 @@ export type ListUsageRecordsResponse = Message<"sluice.admin.v1.ListUsageRecords
  * Use `create(ListUsageRecordsResponseSchema)` to create a new message.
  */
 export const ListUsageRecordsResponseSchema: GenMessage<ListUsageRecordsResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_admin_v1_admin_service, 16);
+  messageDesc(file_sluice_admin_v1_admin_service, 20);
 
 /**
  * SearchAccountsRequest holds what the operator typed.
@@ -623,7 +862,7 @@ export type SearchAccountsRequest = Message<"sluice.admin.v1.SearchAccountsReque
  * Use `create(SearchAccountsRequestSchema)` to create a new message.
  */
 export const SearchAccountsRequestSchema: GenMessage<SearchAccountsRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_admin_v1_admin_service, 17);
+  messageDesc(file_sluice_admin_v1_admin_service, 21);
 
 /**
  * SearchAccountsResponse lists the accounts found.
@@ -644,7 +883,7 @@ export type SearchAccountsResponse = Message<"sluice.admin.v1.SearchAccountsResp
  * Use `create(SearchAccountsResponseSchema)` to create a new message.
  */
 export const SearchAccountsResponseSchema: GenMessage<SearchAccountsResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_admin_v1_admin_service, 18);
+  messageDesc(file_sluice_admin_v1_admin_service, 22);
 
 /**
  * GetSpendByDayRequest names the account to chart.
@@ -665,7 +904,7 @@ export type GetSpendByDayRequest = Message<"sluice.admin.v1.GetSpendByDayRequest
  * Use `create(GetSpendByDayRequestSchema)` to create a new message.
  */
 export const GetSpendByDayRequestSchema: GenMessage<GetSpendByDayRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_admin_v1_admin_service, 19);
+  messageDesc(file_sluice_admin_v1_admin_service, 23);
 
 /**
  * GetSpendByDayResponse is an account's current period, day by day, with the cap it runs against.
@@ -715,7 +954,7 @@ export type GetSpendByDayResponse = Message<"sluice.admin.v1.GetSpendByDayRespon
  * Use `create(GetSpendByDayResponseSchema)` to create a new message.
  */
 export const GetSpendByDayResponseSchema: GenMessage<GetSpendByDayResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_admin_v1_admin_service, 20);
+  messageDesc(file_sluice_admin_v1_admin_service, 24);
 
 /**
  * DaySpend is what one UTC day of a period was charged.
@@ -743,7 +982,7 @@ export type DaySpend = Message<"sluice.admin.v1.DaySpend"> & {
  * Use `create(DaySpendSchema)` to create a new message.
  */
 export const DaySpendSchema: GenMessage<DaySpend> = /*@__PURE__*/
-  messageDesc(file_sluice_admin_v1_admin_service, 21);
+  messageDesc(file_sluice_admin_v1_admin_service, 25);
 
 /**
  * PaymentStatus says whether the account's last invoice was paid.
@@ -874,7 +1113,7 @@ export const AdminService: GenService<{
     output: typeof CreateApiKeyResponseSchema;
   },
   /**
-   * RevokeApiKey revokes a key for good.
+   * RevokeApiKey revokes a key for good: its secret, and a replaced one still in its grace period.
    *
    * @generated from rpc sluice.admin.v1.AdminService.RevokeApiKey
    */
@@ -882,6 +1121,28 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RevokeApiKeyRequestSchema;
     output: typeof RevokeApiKeyResponseSchema;
+  },
+  /**
+   * UpdateApiKey changes a key's own spend cap and tokens-per-minute limit, or removes them; the
+   * next call of the key obeys the new values.
+   *
+   * @generated from rpc sluice.admin.v1.AdminService.UpdateApiKey
+   */
+  updateApiKey: {
+    methodKind: "unary";
+    input: typeof UpdateApiKeyRequestSchema;
+    output: typeof UpdateApiKeyResponseSchema;
+  },
+  /**
+   * RotateApiKey gives a key a new secret, returned exactly once, and keeps the old secret working
+   * for a grace period. The key keeps its id, account, limits, rate-limit state and spend.
+   *
+   * @generated from rpc sluice.admin.v1.AdminService.RotateApiKey
+   */
+  rotateApiKey: {
+    methodKind: "unary";
+    input: typeof RotateApiKeyRequestSchema;
+    output: typeof RotateApiKeyResponseSchema;
   },
   /**
    * ListApiKeys lists an account's keys, without their secrets.

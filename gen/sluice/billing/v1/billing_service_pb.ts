@@ -8,13 +8,15 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { ChatParams } from "../../completion/v1/completion_service_pb.ts";
+import { file_sluice_completion_v1_completion_service } from "../../completion/v1/completion_service_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file sluice/billing/v1/billing_service.proto.
  */
 export const file_sluice_billing_v1_billing_service: GenFile = /*@__PURE__*/
-  fileDesc("CidzbHVpY2UvYmlsbGluZy92MS9iaWxsaW5nX3NlcnZpY2UucHJvdG8SEXNsdWljZS5iaWxsaW5nLnYxIhMKEUdldEJhbGFuY2VSZXF1ZXN0IrABChJHZXRCYWxhbmNlUmVzcG9uc2USDgoGcGVyaW9kGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgDIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGAQgASgDEhcKD3N0YW5kaW5nX3JlYXNvbhgFIAEoCUIXChVfc3BlbmRfY2FwX3VzZF9taWNyb3MiQAoXTGlzdFVzYWdlUmVjb3Jkc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiagoYTGlzdFVzYWdlUmVjb3Jkc1Jlc3BvbnNlEjUKDXVzYWdlX3JlY29yZHMYASADKAsyHi5zbHVpY2UuYmlsbGluZy52MS5Vc2FnZVJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkizAEKC1VzYWdlUmVjb3JkEgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSEgoKYXBpX2tleV9pZBgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1wcm9tcHRfdG9rZW5zGAUgASgDEhkKEWNvbXBsZXRpb25fdG9rZW5zGAYgASgDEhcKD2Nvc3RfdXNkX21pY3JvcxgHIAEoAxIvCgtjcmVhdGVfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFgoUR2V0U3BlbmRCeURheVJlcXVlc3QixQEKFUdldFNwZW5kQnlEYXlSZXNwb25zZRIOCgZwZXJpb2QYASABKAkSKQoEZGF5cxgCIAMoCzIbLnNsdWljZS5iaWxsaW5nLnYxLkRheVNwZW5kEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAMgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgEIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGAUgASgDQhcKFV9zcGVuZF9jYXBfdXNkX21pY3JvcyIyCghEYXlTcGVuZBIMCgRkYXRlGAEgASgJEhgKEHNwZW50X3VzZF9taWNyb3MYAiABKAMyvAIKDkJpbGxpbmdTZXJ2aWNlElkKCkdldEJhbGFuY2USJC5zbHVpY2UuYmlsbGluZy52MS5HZXRCYWxhbmNlUmVxdWVzdBolLnNsdWljZS5iaWxsaW5nLnYxLkdldEJhbGFuY2VSZXNwb25zZRJrChBMaXN0VXNhZ2VSZWNvcmRzEiouc2x1aWNlLmJpbGxpbmcudjEuTGlzdFVzYWdlUmVjb3Jkc1JlcXVlc3QaKy5zbHVpY2UuYmlsbGluZy52MS5MaXN0VXNhZ2VSZWNvcmRzUmVzcG9uc2USYgoNR2V0U3BlbmRCeURheRInLnNsdWljZS5iaWxsaW5nLnYxLkdldFNwZW5kQnlEYXlSZXF1ZXN0Giguc2x1aWNlLmJpbGxpbmcudjEuR2V0U3BlbmRCeURheVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("CidzbHVpY2UvYmlsbGluZy92MS9iaWxsaW5nX3NlcnZpY2UucHJvdG8SEXNsdWljZS5iaWxsaW5nLnYxIhMKEUdldEJhbGFuY2VSZXF1ZXN0IooCChJHZXRCYWxhbmNlUmVzcG9uc2USDgoGcGVyaW9kGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgDIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGAQgASgDEhcKD3N0YW5kaW5nX3JlYXNvbhgFIAEoCRIkChxidXJuX3JhdGVfdXNkX21pY3Jvc19wZXJfZGF5GAYgASgDEh0KEGNhcF9yZWFjaGVkX2RhdGUYByABKAlIAYgBAUIXChVfc3BlbmRfY2FwX3VzZF9taWNyb3NCEwoRX2NhcF9yZWFjaGVkX2RhdGUiQAoXTGlzdFVzYWdlUmVjb3Jkc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiagoYTGlzdFVzYWdlUmVjb3Jkc1Jlc3BvbnNlEjUKDXVzYWdlX3JlY29yZHMYASADKAsyHi5zbHVpY2UuYmlsbGluZy52MS5Vc2FnZVJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkizAEKC1VzYWdlUmVjb3JkEgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSEgoKYXBpX2tleV9pZBgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1wcm9tcHRfdG9rZW5zGAUgASgDEhkKEWNvbXBsZXRpb25fdG9rZW5zGAYgASgDEhcKD2Nvc3RfdXNkX21pY3JvcxgHIAEoAxIvCgtjcmVhdGVfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFgoUR2V0U3BlbmRCeURheVJlcXVlc3QixQEKFUdldFNwZW5kQnlEYXlSZXNwb25zZRIOCgZwZXJpb2QYASABKAkSKQoEZGF5cxgCIAMoCzIbLnNsdWljZS5iaWxsaW5nLnYxLkRheVNwZW5kEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAMgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgEIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGAUgASgDQhcKFV9zcGVuZF9jYXBfdXNkX21pY3JvcyIyCghEYXlTcGVuZBIMCgRkYXRlGAEgASgJEhgKEHNwZW50X3VzZF9taWNyb3MYAiABKAMiUQodRXN0aW1hdGVDaGF0Q29tcGxldGlvblJlcXVlc3QSMAoGcGFyYW1zGAEgASgLMiAuc2x1aWNlLmNvbXBsZXRpb24udjEuQ2hhdFBhcmFtcyKdAwoeRXN0aW1hdGVDaGF0Q29tcGxldGlvblJlc3BvbnNlEg0KBW1vZGVsGAEgASgJEhoKDXByb21wdF90b2tlbnMYAiABKANIAIgBARIeChFtYXhfb3V0cHV0X3Rva2VucxgDIAEoA0gBiAEBEicKGndvcnN0X2Nhc2VfY29zdF91c2RfbWljcm9zGAQgASgDSAKIAQESKwoeYWNjb3VudF9idWRnZXRfbGVmdF91c2RfbWljcm9zGAUgASgDSAOIAQESJwoaa2V5X2J1ZGdldF9sZWZ0X3VzZF9taWNyb3MYBiABKANIBIgBARIQCghhZG1pdHRlZBgHIAEoCBIWCg5yZWZ1c2FsX3JlYXNvbhgIIAEoCUIQCg5fcHJvbXB0X3Rva2Vuc0IUChJfbWF4X291dHB1dF90b2tlbnNCHQobX3dvcnN0X2Nhc2VfY29zdF91c2RfbWljcm9zQiEKH19hY2NvdW50X2J1ZGdldF9sZWZ0X3VzZF9taWNyb3NCHQobX2tleV9idWRnZXRfbGVmdF91c2RfbWljcm9zMrsDCg5CaWxsaW5nU2VydmljZRJZCgpHZXRCYWxhbmNlEiQuc2x1aWNlLmJpbGxpbmcudjEuR2V0QmFsYW5jZVJlcXVlc3QaJS5zbHVpY2UuYmlsbGluZy52MS5HZXRCYWxhbmNlUmVzcG9uc2USawoQTGlzdFVzYWdlUmVjb3JkcxIqLnNsdWljZS5iaWxsaW5nLnYxLkxpc3RVc2FnZVJlY29yZHNSZXF1ZXN0Gisuc2x1aWNlLmJpbGxpbmcudjEuTGlzdFVzYWdlUmVjb3Jkc1Jlc3BvbnNlEmIKDUdldFNwZW5kQnlEYXkSJy5zbHVpY2UuYmlsbGluZy52MS5HZXRTcGVuZEJ5RGF5UmVxdWVzdBooLnNsdWljZS5iaWxsaW5nLnYxLkdldFNwZW5kQnlEYXlSZXNwb25zZRJ9ChZFc3RpbWF0ZUNoYXRDb21wbGV0aW9uEjAuc2x1aWNlLmJpbGxpbmcudjEuRXN0aW1hdGVDaGF0Q29tcGxldGlvblJlcXVlc3QaMS5zbHVpY2UuYmlsbGluZy52MS5Fc3RpbWF0ZUNoYXRDb21wbGV0aW9uUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_sluice_completion_v1_completion_service]);
 
 /**
  * GetBalanceRequest carries nothing: the account is the caller's own.
@@ -72,6 +74,24 @@ export type GetBalanceResponse = Message<"sluice.billing.v1.GetBalanceResponse">
    * @generated from field: string standing_reason = 5;
    */
   standingReason: string;
+
+  /**
+   * The period's burn rate: spent_usd_micros divided by the days elapsed since the period began (UTC),
+   * today's fraction included and counted as one day at least, rounded down; 0 when nothing is spent.
+   *
+   * @generated from field: int64 burn_rate_usd_micros_per_day = 6;
+   */
+  burnRateUsdMicrosPerDay: bigint;
+
+  /**
+   * The UTC date ("2026-11-27") on which spend reaches the cap if it goes on at the burn rate from now:
+   * today when spent has reached the cap already. Unset when there is no cap, nothing is spent yet, or the
+   * cap would not be reached before the period ends. Live reservations are not counted: they settle into
+   * spend (and show in the burn rate then) or are refunded.
+   *
+   * @generated from field: optional string cap_reached_date = 7;
+   */
+  capReachedDate?: string | undefined;
 };
 
 /**
@@ -301,13 +321,115 @@ export const DaySpendSchema: GenMessage<DaySpend> = /*@__PURE__*/
   messageDesc(file_sluice_billing_v1_billing_service, 7);
 
 /**
- * BillingService reports the caller's current period and its usage records.
+ * EstimateChatCompletionRequest carries a chat call's parameters, as CreateChatCompletion carries them.
+ *
+ * @generated from message sluice.billing.v1.EstimateChatCompletionRequest
+ */
+export type EstimateChatCompletionRequest = Message<"sluice.billing.v1.EstimateChatCompletionRequest"> & {
+  /**
+   * The call to estimate.
+   *
+   * @generated from field: sluice.completion.v1.ChatParams params = 1;
+   */
+  params?: ChatParams | undefined;
+};
+
+/**
+ * Describes the message sluice.billing.v1.EstimateChatCompletionRequest.
+ * Use `create(EstimateChatCompletionRequestSchema)` to create a new message.
+ */
+export const EstimateChatCompletionRequestSchema: GenMessage<EstimateChatCompletionRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_billing_v1_billing_service, 8);
+
+/**
+ * EstimateChatCompletionResponse is what the call would ask of the cap now, and whether it would run.
+ * Fields the checks did not reach are unset: an unknown model or an input over the limit leaves the call
+ * without a size.
+ *
+ * @generated from message sluice.billing.v1.EstimateChatCompletionResponse
+ */
+export type EstimateChatCompletionResponse = Message<"sluice.billing.v1.EstimateChatCompletionResponse"> & {
+  /**
+   * The model the call names: service-extract when params leave it empty.
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * The input tokens the call would be charged for, its tools and formats included.
+   *
+   * @generated from field: optional int64 prompt_tokens = 2;
+   */
+  promptTokens?: bigint | undefined;
+
+  /**
+   * The output tokens the call reserves for: its max_tokens (4096 when unset or out of range) times n.
+   *
+   * @generated from field: optional int64 max_output_tokens = 3;
+   */
+  maxOutputTokens?: bigint | undefined;
+
+  /**
+   * The call's worst-case cost, prompt plus max_output_tokens, in US-dollar micros: the reservation an
+   * admitted call takes, or account_budget_left_usd_micros when that is less.
+   *
+   * @generated from field: optional int64 worst_case_cost_usd_micros = 4;
+   */
+  worstCaseCostUsdMicros?: bigint | undefined;
+
+  /**
+   * The cap less spent and live reservations, never below 0, in US-dollar micros; unset while
+   * onboarding is incomplete (there is no cap).
+   *
+   * @generated from field: optional int64 account_budget_left_usd_micros = 5;
+   */
+  accountBudgetLeftUsdMicros?: bigint | undefined;
+
+  /**
+   * The key's own budget left this period (its cap less its spend and live reservations, never below
+   * 0), in US-dollar micros; unset when the key has no cap of its own. A call needs both budgets.
+   *
+   * @generated from field: optional int64 key_budget_left_usd_micros = 6;
+   */
+  keyBudgetLeftUsdMicros?: bigint | undefined;
+
+  /**
+   * Whether the call would be admitted now: its account's standing, its model, its input size and the
+   * spend cap (the budget left covers its prompt plus one output token), checked in the call's order.
+   * Calls in flight can change the answer before a real call is made.
+   *
+   * @generated from field: bool admitted = 7;
+   */
+  admitted: boolean;
+
+  /**
+   * The catalogue reason of the first check that would refuse the call (onboarding_incomplete,
+   * payment_failed, subscription_canceled, model_not_found, input_too_large or spend_cap_exceeded);
+   * empty when admitted.
+   *
+   * @generated from field: string refusal_reason = 8;
+   */
+  refusalReason: string;
+};
+
+/**
+ * Describes the message sluice.billing.v1.EstimateChatCompletionResponse.
+ * Use `create(EstimateChatCompletionResponseSchema)` to create a new message.
+ */
+export const EstimateChatCompletionResponseSchema: GenMessage<EstimateChatCompletionResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_billing_v1_billing_service, 9);
+
+/**
+ * BillingService reports the caller's current period and its usage records, and prices a call before it
+ * is made.
  *
  * @generated from service sluice.billing.v1.BillingService
  */
 export const BillingService: GenService<{
   /**
-   * GetBalance returns the caller's period, cap, spend and live reservations.
+   * GetBalance returns the caller's period, cap, spend and live reservations, and when the cap is reached at
+   * this period's rate.
    *
    * @generated from rpc sluice.billing.v1.BillingService.GetBalance
    */
@@ -335,6 +457,21 @@ export const BillingService: GenService<{
     methodKind: "unary";
     input: typeof GetSpendByDayRequestSchema;
     output: typeof GetSpendByDayResponseSchema;
+  },
+  /**
+   * EstimateChatCompletion says what a chat call with these parameters would reserve and whether it would
+   * be admitted now, by the planning and checks the call itself runs. It never charges, records or holds
+   * anything. Like every Billing RPC it charges the key's rate limit (one request), so that it is no way
+   * around the limit. Parameters a chat call would refuse as invalid fail the RPC with the same error
+   * (INVALID_ARGUMENT, reason invalid_request_body); a refusal of the account, the model, the input size
+   * or the spend cap is an answer (admitted false, refusal_reason set), not an error.
+   *
+   * @generated from rpc sluice.billing.v1.BillingService.EstimateChatCompletion
+   */
+  estimateChatCompletion: {
+    methodKind: "unary";
+    input: typeof EstimateChatCompletionRequestSchema;
+    output: typeof EstimateChatCompletionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sluice_billing_v1_billing_service, 0);

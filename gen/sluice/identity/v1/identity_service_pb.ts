@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/identity/v1/identity_service.proto.
  */
 export const file_sluice_identity_v1_identity_service: GenFile = /*@__PURE__*/
-  fileDesc("CilzbHVpY2UvaWRlbnRpdHkvdjEvaWRlbnRpdHlfc2VydmljZS5wcm90bxISc2x1aWNlLmlkZW50aXR5LnYxIhQKEkNoZWNrQXBpS2V5UmVxdWVzdCI9ChNDaGVja0FwaUtleVJlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSEgoKYXBpX2tleV9pZBgCIAEoCSISChBHZXRDYWxsZXJSZXF1ZXN0IlEKEUdldENhbGxlclJlc3BvbnNlEgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESEgoKYXBpX2tleV9pZBgDIAEoCUIICgZfZW1haWwiFAoSTGlzdEFwaUtleXNSZXF1ZXN0IkMKE0xpc3RBcGlLZXlzUmVzcG9uc2USLAoIYXBpX2tleXMYASADKAsyGi5zbHVpY2UuaWRlbnRpdHkudjEuQXBpS2V5Io0BCgZBcGlLZXkSCgoCaWQYASABKAkSDgoGcHJlZml4GAIgASgJEhYKDnJhdGVfbGltaXRfcnBzGAMgASgBEg0KBWJ1cnN0GAQgASgNEg8KB3Jldm9rZWQYBSABKAgSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wMqsCCg9JZGVudGl0eVNlcnZpY2USWAoJR2V0Q2FsbGVyEiQuc2x1aWNlLmlkZW50aXR5LnYxLkdldENhbGxlclJlcXVlc3QaJS5zbHVpY2UuaWRlbnRpdHkudjEuR2V0Q2FsbGVyUmVzcG9uc2USXgoLQ2hlY2tBcGlLZXkSJi5zbHVpY2UuaWRlbnRpdHkudjEuQ2hlY2tBcGlLZXlSZXF1ZXN0Gicuc2x1aWNlLmlkZW50aXR5LnYxLkNoZWNrQXBpS2V5UmVzcG9uc2USXgoLTGlzdEFwaUtleXMSJi5zbHVpY2UuaWRlbnRpdHkudjEuTGlzdEFwaUtleXNSZXF1ZXN0Gicuc2x1aWNlLmlkZW50aXR5LnYxLkxpc3RBcGlLZXlzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("CilzbHVpY2UvaWRlbnRpdHkvdjEvaWRlbnRpdHlfc2VydmljZS5wcm90bxISc2x1aWNlLmlkZW50aXR5LnYxIhQKEkNoZWNrQXBpS2V5UmVxdWVzdCI9ChNDaGVja0FwaUtleVJlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSEgoKYXBpX2tleV9pZBgCIAEoCSISChBHZXRDYWxsZXJSZXF1ZXN0IlEKEUdldENhbGxlclJlc3BvbnNlEgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESEgoKYXBpX2tleV9pZBgDIAEoCUIICgZfZW1haWwiFAoSTGlzdEFwaUtleXNSZXF1ZXN0IkMKE0xpc3RBcGlLZXlzUmVzcG9uc2USLAoIYXBpX2tleXMYASADKAsyGi5zbHVpY2UuaWRlbnRpdHkudjEuQXBpS2V5IroDCgZBcGlLZXkSCgoCaWQYASABKAkSDgoGcHJlZml4GAIgASgJEhYKDnJhdGVfbGltaXRfcnBzGAMgASgBEg0KBWJ1cnN0GAQgASgNEg8KB3Jldm9rZWQYBSABKAgSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9wcmV2aW91c19wcmVmaXgYCCABKAkSOAoUcHJldmlvdXNfZXhwaXJlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAogASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgLIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGAwgASgDEh4KEXRva2Vuc19wZXJfbWludXRlGA0gASgNSAGIAQFCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zQhQKEl90b2tlbnNfcGVyX21pbnV0ZTKrAgoPSWRlbnRpdHlTZXJ2aWNlElgKCUdldENhbGxlchIkLnNsdWljZS5pZGVudGl0eS52MS5HZXRDYWxsZXJSZXF1ZXN0GiUuc2x1aWNlLmlkZW50aXR5LnYxLkdldENhbGxlclJlc3BvbnNlEl4KC0NoZWNrQXBpS2V5EiYuc2x1aWNlLmlkZW50aXR5LnYxLkNoZWNrQXBpS2V5UmVxdWVzdBonLnNsdWljZS5pZGVudGl0eS52MS5DaGVja0FwaUtleVJlc3BvbnNlEl4KC0xpc3RBcGlLZXlzEiYuc2x1aWNlLmlkZW50aXR5LnYxLkxpc3RBcGlLZXlzUmVxdWVzdBonLnNsdWljZS5pZGVudGl0eS52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * CheckApiKeyRequest carries nothing: the key is the caller's credentials.
@@ -192,6 +192,59 @@ export type ApiKey = Message<"sluice.identity.v1.ApiKey"> & {
    * @generated from field: google.protobuf.Timestamp create_time = 6;
    */
   createTime?: Timestamp | undefined;
+
+  /**
+   * When the key stops working: from then on its secrets get 401 invalid_api_key. Unset, it
+   * never expires.
+   *
+   * @generated from field: google.protobuf.Timestamp expire_time = 7;
+   */
+  expireTime?: Timestamp | undefined;
+
+  /**
+   * The prefix of the secret the key's last rotation replaced, while that secret still works
+   * (its grace period); empty otherwise.
+   *
+   * @generated from field: string previous_prefix = 8;
+   */
+  previousPrefix: string;
+
+  /**
+   * When the secret the last rotation replaced stops working; unset when it works no more.
+   *
+   * @generated from field: google.protobuf.Timestamp previous_expire_time = 9;
+   */
+  previousExpireTime?: Timestamp | undefined;
+
+  /**
+   * The key's own monthly cap in US-dollar micros, besides the account's: a call is admitted only
+   * when both have room. Unset, only the account's cap applies.
+   *
+   * @generated from field: optional int64 spend_cap_usd_micros = 10;
+   */
+  spendCapUsdMicros?: bigint | undefined;
+
+  /**
+   * What calls with this key have been charged in the current period, in US-dollar micros.
+   *
+   * @generated from field: int64 spent_usd_micros = 11;
+   */
+  spentUsdMicros: bigint;
+
+  /**
+   * What live reservations of calls with this key hold in the current period, in US-dollar micros.
+   *
+   * @generated from field: int64 reserved_usd_micros = 12;
+   */
+  reservedUsdMicros: bigint;
+
+  /**
+   * The tokens per minute the key may use (prompt plus max_tokens, the unused part given back when
+   * a call ends); unset, no token limit.
+   *
+   * @generated from field: optional uint32 tokens_per_minute = 13;
+   */
+  tokensPerMinute?: number | undefined;
 };
 
 /**
