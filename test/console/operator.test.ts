@@ -158,4 +158,34 @@ describe("the console for the operator", () => {
     await page.getByRole("alert").getByText("Use at most six decimal places").waitFor();
     expect(page.problems).toEqual([]);
   });
+  it("sets and removes a key's own cap and token limit", { timeout: 60_000 }, async () => {
+    const { accountId, apiKeyId } = await app.newAccount();
+    const keyOf = async () =>
+      (await app.admin.listApiKeys({ accountId }, { headers: app.adminHeaders })).apiKeys.find(
+        (k) => k.id === apiKeyId,
+      );
+    const prefix = (await keyOf())?.prefix ?? "";
+    const page = await openPage(browser);
+    await signIn(page, consoleUrl(app), ADMIN_TOKEN, "Accounts");
+    await page.goto(consoleUrl(app, `/admin/accounts/${accountId}`));
+    await page.getByRole("button", { name: `Limits of key ${prefix}` }).click();
+    await page.getByLabel("Key spend cap, US dollars a month (empty: only the account's cap applies)").fill("0.75");
+    await page.getByLabel("Tokens per minute (empty: no token limit)").fill("6000");
+    await page.getByRole("button", { name: "Save limits" }).click();
+    await page.getByText(`Limits of key ${prefix}… saved.`).waitFor();
+    expect(await keyOf()).toMatchObject({ spendCapUsdMicros: 750_000n, tokensPerMinute: 6000 });
+
+    // Emptied fields remove the limits (the form sends an update mask), and the panel shows what is stored.
+    await page.getByRole("button", { name: `Limits of key ${prefix}` }).click();
+    const cap = page.getByLabel("Key spend cap, US dollars a month (empty: only the account's cap applies)");
+    expect(await cap.inputValue()).toBe("0.75");
+    await cap.fill("");
+    await page.getByLabel("Tokens per minute (empty: no token limit)").fill("");
+    await page.getByRole("button", { name: "Save limits" }).click();
+    await page.getByText(`Limits of key ${prefix}… saved.`).waitFor();
+    const cleared = await keyOf();
+    expect(cleared?.spendCapUsdMicros).toBeUndefined();
+    expect(cleared?.tokensPerMinute).toBeUndefined();
+    expect(page.problems).toEqual([]);
+  });
 });

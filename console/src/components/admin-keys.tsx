@@ -9,6 +9,7 @@ import { admin } from "../api.ts";
 import { parseUsd } from "../money.ts";
 import { useAsync } from "../use-async.ts";
 import { AsyncView, Empty, ErrorAlert } from "./feedback.tsx";
+import { EditKeyLimits } from "./edit-key-limits.tsx";
 import { type KeyRow, KeysTable } from "./keys-table.tsx";
 import { RotateKey } from "./rotate-key.tsx";
 import { SecretOnce } from "./secret-once.tsx";
@@ -130,6 +131,14 @@ export function AdminKeys({ accountId }: { accountId: string }) {
   const [created, setCreated] = useState<{ secret: string; prefix: string; title: string } | undefined>(undefined);
   const [confirming, setConfirming] = useState<KeyRow | undefined>(undefined);
   const [rotating, setRotating] = useState<KeyRow | undefined>(undefined);
+  const [limiting, setLimiting] = useState<KeyRow | undefined>(undefined);
+  /** Opens one key's panel (limits, rotation or revocation) and closes the others. */
+  const open = (panel: "limits" | "rotate" | "revoke", key: KeyRow) => {
+    setDone("");
+    setLimiting(panel === "limits" ? key : undefined);
+    setRotating(panel === "rotate" ? key : undefined);
+    setConfirming(panel === "revoke" ? key : undefined);
+  };
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(undefined);
   const [done, setDone] = useState("");
@@ -174,12 +183,16 @@ export function AdminKeys({ accountId }: { accountId: string }) {
                     <button
                       type="button"
                       class="secondary small"
+                      aria-label={`Limits of key ${k.prefix}`}
+                      onClick={() => open("limits", k)}
+                    >
+                      Limits
+                    </button>
+                    <button
+                      type="button"
+                      class="secondary small"
                       aria-label={`Rotate key ${k.prefix}`}
-                      onClick={() => {
-                        setDone("");
-                        setConfirming(undefined);
-                        setRotating(k);
-                      }}
+                      onClick={() => open("rotate", k)}
                     >
                       Rotate
                     </button>
@@ -187,11 +200,7 @@ export function AdminKeys({ accountId }: { accountId: string }) {
                       type="button"
                       class="danger small"
                       aria-label={`Revoke key ${k.prefix}`}
-                      onClick={() => {
-                        setDone("");
-                        setRotating(undefined);
-                        setConfirming(k);
-                      }}
+                      onClick={() => open("revoke", k)}
                     >
                       Revoke
                     </button>
@@ -202,6 +211,17 @@ export function AdminKeys({ accountId }: { accountId: string }) {
           )
         }
       </AsyncView>
+      {limiting && (
+        <EditKeyLimits
+          apiKey={limiting}
+          onSaved={() => {
+            setDone(`Limits of key ${limiting.prefix}… saved.`);
+            setLimiting(undefined);
+            reload();
+          }}
+          onCancel={() => setLimiting(undefined)}
+        />
+      )}
       {rotating && (
         <RotateKey
           apiKey={rotating}
