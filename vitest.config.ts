@@ -16,6 +16,7 @@ const ONCE = [
   "test/redis-frozen.test.ts",
   "test/one-of-each.test.ts",
   "test/workers.test.ts",
+  "test/webhook-restart.test.ts",
   // The console's browser tests: the RPCs they drive run on both stores in their own suites.
   "test/console/**",
 ];

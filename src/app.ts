@@ -35,6 +35,7 @@ import { createRedisStore } from "./store/redis/index.ts";
 import { instrumentStore } from "./store/instrumented.ts";
 import type { Store } from "./store/store.ts";
 import { createTracing } from "./tracing.ts";
+import { createWebhookDispatcher, type WebhookDispatcher } from "./webhooks/dispatcher.ts";
 
 /** A running Sluice: its addresses, its store (for the dev bootstrap and tests), and a stop. */
 export interface App {
@@ -218,6 +219,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
   let transport: Transport;
   let coreUrl: string | undefined;
   let store: Store | undefined;
+  let dispatcher: WebhookDispatcher | undefined;
   const metrics = createMetrics({ defaultMetrics: true });
   const tracing = await tracingOf(config);
   const tracer = tracing.tracer;
@@ -243,6 +245,17 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
       adminToken: config.SLUICE_ADMIN_TOKEN,
       maxCallsInFlight: config.SLUICE_MAX_CALLS_IN_FLIGHT,
       writeTimeoutMs: config.SLUICE_SSE_WRITE_TIMEOUT_MS,
+      spendAlertPercents: config.SLUICE_SPEND_ALERT_THRESHOLDS,
+    });
+    // Every core process delivers spend alerts, whichever process raised them.
+    dispatcher = createWebhookDispatcher({
+      webhooks: store.webhooks,
+      logger: options.logger,
+      now,
+      maxAttempts: config.SLUICE_WEBHOOK_MAX_ATTEMPTS,
+      retryBaseMs: config.SLUICE_WEBHOOK_RETRY_BASE_MS,
+      timeoutMs: config.SLUICE_WEBHOOK_TIMEOUT_MS,
+      pollMs: config.SLUICE_WEBHOOK_POLL_MS,
     });
     // A request message is at most the 32 MiB body limit plus framing; Connect buffers no more,
     // and reads nothing of a keyed call's body before its key has been checked.
@@ -317,6 +330,8 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
         options.logger.warn("calls still in flight at shutdown", { calls: core.calls.active });
       core?.calls.stop();
       await closeEngines();
+      // Attempts in flight are cut and recorded for a retry (by any process) before the store goes.
+      await dispatcher?.close();
       await store?.close();
       // The spans of the calls just ended are sent last.
       await tracing.shutdown().catch(() => undefined);

@@ -6,6 +6,9 @@ import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { tryJson } from "./support/http.ts";
 import { startRedisServer, type RedisServer } from "./support/redis-server.ts";
 import { adminOf, spawnSluice, type AdminHandle, type SluiceProcess } from "./support/sluice-process.ts";
+import { WebhookDeliveryStatus } from "../gen/sluice/admin/v1/admin_service_pb.ts";
+import { startWebhookReceiver } from "../src/testing/webhook-receiver.ts";
+import { idsByLabel, reached } from "./support/webhooks.ts";
 
 /**
  * DESIGN's billing invariants "across any number of processes sharing Redis", tested with
@@ -287,6 +290,66 @@ describe("four Sluice processes sharing one Redis", () => {
       )
       .toEqual([]);
     expect.soft(balance.reserved, "nothing held at the end").toBe(0n);
+  }, 120_000);
+
+  it("raises each spend alert exactly once across four processes, and one of them delivers it", async () => {
+    const ACCOUNT_CAP = 20_000n;
+    const KEY_CAP = 6_000n;
+    const receiver = await startWebhookReceiver();
+    try {
+      const { accountId, apiKey } = await admin.newAccount(ACCOUNT_CAP, 100_000, 100_000);
+      const headers = { headers: admin.adminHeaders };
+      const capped = await admin.admin.createApiKey(
+        { accountId, rateLimitRps: 100_000, burst: 100_000, spendCapUsdMicros: KEY_CAP },
+        headers,
+      );
+      const keyId = capped.apiKey?.id ?? "";
+      // Created on one process, the endpoint is read by the dispatchers of all four.
+      const { endpoint, secret } = await admin.admin.createWebhookEndpoint({ url: receiver.url, accountId }, headers);
+      receiver.setSecret(secret);
+      const outcomes = await pool(600, 120, (i) =>
+        chatOnce(edge(i), i % 3 === 2 ? capped.secret : apiKey, chatBody(i, i % 2 === 0, [8, 64, 16][i % 3])),
+      );
+      expect.soft(outcomes.filter((o) => o.kind === "other").slice(0, 3), "unexpected outcomes").toEqual([]);
+      // The default thresholds, read against what each cap's final spend reached.
+      const percents = [50, 80, 100];
+      const { spent } = await balanceOf(admin, accountId);
+      const { apiKeys } = await admin.admin.listApiKeys({ accountId }, headers);
+      const keySpent = apiKeys.find((k) => k.id === keyId)?.spentUsdMicros ?? 0n;
+      const expected = [
+        ...reached(percents, ACCOUNT_CAP, spent),
+        ...reached(percents, KEY_CAP, keySpent, keyId),
+      ].sort();
+      expect(expected.length, "thresholds the calls crossed").toBeGreaterThanOrEqual(4);
+
+      const got = await receiver.until((r) => Object.keys(idsByLabel(r)).length >= expected.length, 30_000);
+      const deliveries = async () =>
+        (await admin.admin.listWebhookDeliveries({ endpointId: endpoint?.id ?? "" }, headers)).deliveries;
+      await expect
+        .poll(async () => (await deliveries()).filter((d) => d.status === WebhookDeliveryStatus.DELIVERED).length)
+        .toBe(expected.length);
+      // Nothing is left in an outbox or the queue that could still show up as a second alert.
+      expect(await raw?.exists(`sluice:{a:${accountId}}:alerts-outbox`)).toBe(0);
+      expect(await raw?.xlen("sluice:{wh}:queue")).toBe(0);
+      const fired = await raw?.smembers(`sluice:{a:${accountId}}:p:${periodNow()}:alerts-fired`);
+      console.log(
+        `[multi-process spend alerts] spent ${spent} of ${ACCOUNT_CAP}, key ${keySpent} of ${KEY_CAP}: ` +
+          `${expected.length} thresholds, ${receiver.received.length} requests, fired ${JSON.stringify(fired)}`,
+      );
+      expect(Object.keys(idsByLabel(got))).toEqual(expected);
+      expect(
+        Object.values(idsByLabel(receiver.received)).every((n) => n === 1),
+        "one webhook-id per threshold",
+      ).toBe(true);
+      expect(fired?.length).toBe(expected.length);
+      expect(await deliveries()).toHaveLength(expected.length);
+      expect(
+        receiver.received.every((r) => r.verified),
+        "every signature verified",
+      ).toBe(true);
+    } finally {
+      await receiver.close();
+    }
   }, 120_000);
 
   it("a key's rate limit holds across all four edges", async () => {

@@ -17,6 +17,10 @@ import {
   UpdateAccountResponseSchema,
   SearchAccountsResponseSchema,
   GetSpendByDayResponseSchema,
+  CreateWebhookEndpointResponseSchema,
+  ListWebhookEndpointsResponseSchema,
+  DeleteWebhookEndpointResponseSchema,
+  ListWebhookDeliveriesResponseSchema,
 } from "../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { DEFAULT_CORE_URL } from "../dev-bootstrap.ts";
 import { reasonOf } from "../errors/catalogue.ts";
@@ -39,6 +43,11 @@ Commands:
   revoke-key <api-key-id>
   list-keys <account-id>
   usage <account-id> [--page-size N] [--page-token T] [--all]
+  create-webhook <url> [--account <account-id>]
+             (spend alerts for that account, or for every account; prints the secret, once)
+  list-webhooks
+  delete-webhook <endpoint-id>
+  webhook-deliveries <endpoint-id> [--page-size N]
 
 Environment:
   SLUICE_ADMIN_TOKEN  the Admin bearer token (required)
@@ -107,6 +116,7 @@ async function run(argv: string[]): Promise<void> {
     allowPositionals: true,
     options: {
       email: { type: "string" },
+      account: { type: "string" },
       "cap-usd": { type: "string" },
       "cap-micros": { type: "string" },
       onboarded: { type: "boolean" },
@@ -268,6 +278,29 @@ async function run(argv: string[]): Promise<void> {
       } while (values.all && pageToken);
       return;
     }
+    case "create-webhook":
+      return print(
+        CreateWebhookEndpointResponseSchema,
+        await admin.createWebhookEndpoint({ url: need(id, "a URL"), accountId: values.account ?? "" }, opts),
+      );
+    case "list-webhooks":
+      return print(ListWebhookEndpointsResponseSchema, await admin.listWebhookEndpoints({}, opts));
+    case "delete-webhook":
+      return print(
+        DeleteWebhookEndpointResponseSchema,
+        await admin.deleteWebhookEndpoint({ endpointId: need(id, "an endpoint id") }, opts),
+      );
+    case "webhook-deliveries":
+      return print(
+        ListWebhookDeliveriesResponseSchema,
+        await admin.listWebhookDeliveries(
+          {
+            endpointId: need(id, "an endpoint id"),
+            pageSize: values["page-size"] === undefined ? 0 : Number(values["page-size"]),
+          },
+          opts,
+        ),
+      );
     default:
       throw new UsageError(`unknown command "${command}"`);
   }

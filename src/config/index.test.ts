@@ -25,6 +25,18 @@ describe("loadConfig", () => {
     for (const name of ["PORT", "SLUICE_ADMIN_TOKEN", "REDIS_URL"]) expect(message).toContain(name);
   });
 
+  it("reads the spend-alert thresholds as sorted whole percents, or none, and refuses anything else", () => {
+    expect(loadConfig({}).SLUICE_SPEND_ALERT_THRESHOLDS).toEqual([50, 80, 100]);
+    expect(loadConfig({ SLUICE_SPEND_ALERT_THRESHOLDS: "90,25" }).SLUICE_SPEND_ALERT_THRESHOLDS).toEqual([25, 90]);
+    expect(loadConfig({ SLUICE_SPEND_ALERT_THRESHOLDS: "none" }).SLUICE_SPEND_ALERT_THRESHOLDS).toEqual([]);
+    for (const bad of ["0,50", "50,50", "101", "50, 80", "half", "50.5"])
+      expect(() => loadConfig({ SLUICE_SPEND_ALERT_THRESHOLDS: bad }), bad).toThrow(/SLUICE_SPEND_ALERT_THRESHOLDS/);
+    const c = loadConfig({});
+    expect([c.SLUICE_WEBHOOK_MAX_ATTEMPTS, c.SLUICE_WEBHOOK_RETRY_BASE_MS, c.SLUICE_WEBHOOK_TIMEOUT_MS]).toEqual([
+      8, 30000, 10000,
+    ]);
+  });
+
   it("needs no shared secret for an edge-only process: the key check is a named, uncharged RPC", () => {
     expect(loadConfig({ CORE_URL: "http://core:50051" }).CORE_URL).toBe("http://core:50051");
   });

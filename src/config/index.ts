@@ -157,6 +157,43 @@ export const configSchema = z.object({
     .optional()
     .describe("Full OTLP/HTTP traces URL, used as is; wins over OTEL_EXPORTER_OTLP_ENDPOINT."),
   OTEL_SERVICE_NAME: z.string().min(1).default("sluice").describe("The service.name of the spans Sluice sends."),
+  SLUICE_SPEND_ALERT_THRESHOLDS: z
+    .string()
+    .regex(/^(none|\d{1,3}(,\d{1,3})*)$/, 'must be "none" or whole percents separated by commas, such as 50,80,100')
+    .transform((list) => (list === "none" ? [] : list.split(",").map(Number)))
+    .refine((list) => list.every((p) => p >= 1 && p <= 100), "each percent must be from 1 to 100")
+    .refine((list) => new Set(list).size === list.length, "a percent is listed twice")
+    .transform((list) => list.sort((a, b) => a - b))
+    .prefault("50,80,100")
+    .describe(
+      "Percents of a monthly cap (the account's, and a key's own) whose first crossing in a period " +
+        "sends a spend.threshold_crossed webhook; none sends none.",
+    ),
+  SLUICE_WEBHOOK_MAX_ATTEMPTS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(50)
+    .default(8)
+    .describe("Attempts to deliver one webhook before its delivery is marked FAILED."),
+  SLUICE_WEBHOOK_RETRY_BASE_MS: z.coerce
+    .number()
+    .int()
+    .min(10)
+    .default(30000)
+    .describe("The wait before a webhook's second attempt; each later wait doubles it (±20% jitter)."),
+  SLUICE_WEBHOOK_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .default(10000)
+    .describe("A webhook attempt with no answer within this fails (and is retried)."),
+  SLUICE_WEBHOOK_POLL_MS: z.coerce
+    .number()
+    .int()
+    .min(10)
+    .default(1000)
+    .describe("How often each core process looks for webhooks to send that other processes queued, and for retries."),
 });
 
 export type Config = z.infer<typeof configSchema>;

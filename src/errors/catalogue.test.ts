@@ -43,6 +43,7 @@ const EXPECTED: Record<string, Expected> = {
   invalid_admin_token: { grpc: Code.Unauthenticated, status: 401, envelope: "detail" },
   account_not_found: { grpc: Code.NotFound, status: 404, envelope: "detail" },
   api_key_not_found: { grpc: Code.NotFound, status: 404, envelope: "detail" },
+  webhook_endpoint_not_found: { grpc: Code.NotFound, status: 404, envelope: "detail" },
   not_found: { grpc: Code.NotFound, status: 404, envelope: "detail" },
   method_not_allowed: { grpc: Code.Unimplemented, status: 405, envelope: "detail" },
   invalid_argument: { grpc: Code.InvalidArgument, status: 400, envelope: "detail" },

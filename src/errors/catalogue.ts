@@ -234,6 +234,14 @@ export const CATALOGUE = {
     cause: "No API key has that id.",
     recovery: "List the account's keys to find the id.",
   },
+  webhook_endpoint_not_found: {
+    grpc: Code.NotFound,
+    http: 404,
+    envelope: { kind: "detail" },
+    message: "The webhook endpoint does not exist.",
+    cause: "No webhook endpoint has that id.",
+    recovery: "List the webhook endpoints to find the id.",
+  },
   not_found: {
     grpc: Code.NotFound,
     http: 404,

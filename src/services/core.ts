@@ -37,6 +37,8 @@ export interface CoreDeps {
   writeTimeoutMs?: number;
   /** How long a settle whose reply was lost is chased before its outcome is unknown; default 2 min. */
   resolveDeadlineMs?: number;
+  /** The spend-alert thresholds, in percent of a cap (`SLUICE_SPEND_ALERT_THRESHOLDS`); none when unset. */
+  spendAlertPercents?: readonly number[];
 }
 
 /** The core as the servers mount it. */

@@ -6,6 +6,19 @@ import type { Store, UsagePage, UsageRecordRow } from "../store/store.ts";
 const DEFAULT_PAGE_SIZE = 50;
 const MAX_PAGE_SIZE = 1000;
 
+/**
+ * A request's `page_size` by AIP-158: 0 is the default of 50, more than 1,000 is 1,000, and a
+ * negative one is 400 `invalid_argument`. Every listing of Sluice pages the same way.
+ */
+export function pageSizeOf(pageSize: number): number {
+  if (pageSize < 0)
+    throw sluiceError("invalid_argument", {
+      message: "page_size must not be negative",
+      metadata: { field: "page_size" },
+    });
+  return Math.min(pageSize || DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
+}
+
 /** One page of an account's usage records, with AIP-158 page-size rules and token errors. */
 export async function listUsagePage(
   store: Store,
@@ -13,12 +26,7 @@ export async function listUsagePage(
   pageSize: number,
   pageToken: string,
 ): Promise<UsagePage> {
-  if (pageSize < 0)
-    throw sluiceError("invalid_argument", {
-      message: "page_size must not be negative",
-      metadata: { field: "page_size" },
-    });
-  const size = Math.min(pageSize || DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
+  const size = pageSizeOf(pageSize);
   try {
     return await store.listUsageRecords({ accountId, pageSize: size, pageToken });
   } catch (err) {

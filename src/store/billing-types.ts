@@ -109,6 +109,13 @@ export interface SettleRequest extends ReservationRef {
    * `Store.settle`). Unset, nothing is given back.
    */
   usedTokens?: number;
+  /**
+   * The spend-alert thresholds, in percent of a cap (`SLUICE_SPEND_ALERT_THRESHOLDS`): after the
+   * charge, each one the account's spend has reached (spent x 100 >= percent x cap), and each one
+   * the key's spend has reached on the key's own cap, raises a `SpendAlert` the first time in the
+   * period, in the same atomic step. Unset or empty, none.
+   */
+  alertPercents?: readonly number[];
 }
 
 /** Drops a reservation (`Store.release`). */

@@ -22,11 +22,14 @@ import type {
   UsageRecordRow,
 } from "./billing-types.ts";
 import type { ApiKeyRecord, ApiKeyUpdate, KeyRotation, RateLimitedKey, RotateApiKeyRequest } from "./key-types.ts";
+import type { WebhookStore } from "./webhook-types.ts";
 
 /** The billing types of the contract, kept apart so that this file stays the interface. */
 export type * from "./billing-types.ts";
 /** The API-key types of the contract: records, rotation and limits. */
 export type * from "./key-types.ts";
+/** The spend-alert types of the contract: alerts, webhook endpoints and their delivery queue. */
+export type * from "./webhook-types.ts";
 
 export type PaymentStatus = "ok" | "failed";
 export type SubscriptionStatus = "active" | "canceled";
@@ -249,7 +252,12 @@ export interface Store {
    * charge is added to in the same step; the record carries the amount actually charged. The key's
    * token budget gets back the tokens its admission took beyond `usedTokens`, as far as the budget
    * has not refilled since (the part of the take still counted against it). Returns
-   * `released` (nothing charged) when the id was released first.
+   * `released` (nothing charged) when the id was released first. In the same step it raises the
+   * spend alerts of `alertPercents` that the spend reached (each once per period and scope, read
+   * against the caps as they are then: a raised cap does not re-arm a threshold that fired, a
+   * lowered one fires, at the next settle, each threshold the spend is now past), and they are in
+   * the webhook queue when it returns (on Redis, an alert whose queueing failed is queued by a
+   * later `webhooks.sweep`).
    * @throws `service_unavailable` (Redis). Unless `wasNotSent`, the settle may have happened
    * or may still happen: the caller learns which by `release`, which closes the id and answers
    * `settled` if it did (see the README, "The life of a call").
@@ -297,6 +305,12 @@ export interface Store {
    * is sent); `service_unavailable` (Redis).
    */
   listUsageRecords(request: UsagePageRequest): Promise<UsagePage>;
+
+  /**
+   * Spend alerts' webhook endpoints and their durable delivery queue (see `WebhookStore`); the
+   * alerts themselves are raised by `settle` (`SettleRequest.alertPercents`).
+   */
+  readonly webhooks: WebhookStore;
 
   /**
    * Resolves when the backend answers; `/readyz` depends on it.

@@ -11,6 +11,7 @@ import { spendByDay } from "../spend-by-day.ts";
 import { listUsagePage, usageRecordToProto } from "../usage-records.ts";
 import { keyLimitsOf, keyPatchOf } from "./key-limits.ts";
 import { expireTimeMsOf, gracePeriodMsOf, invalidField } from "./key-times.ts";
+import { createWebhookAdmin } from "./webhooks.ts";
 
 /** Rate-limit defaults of DESIGN: 10 requests per second with a burst of 10. */
 export const DEFAULT_RATE_LIMIT_RPS = 10;
@@ -210,5 +211,7 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
     async getSpendByDay(req) {
       return spendByDay(store, await mustGetAccount(req.accountId), deps.now());
     },
+
+    ...createWebhookAdmin({ ...deps, mustGetAccount }),
   };
 }

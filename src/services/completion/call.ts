@@ -28,6 +28,8 @@ export interface CallDeps extends PlanDeps, ObserverDeps {
   writeTimeoutMs: number;
   /** How long a settle whose reply was lost is chased before its outcome is given up as unknown. */
   resolveDeadlineMs: number;
+  /** The spend-alert thresholds each settle asks the store to raise (`SettleRequest.alertPercents`). */
+  spendAlertPercents?: readonly number[];
 }
 
 /** An admitted call: its identity, and its events for the one reader. */
@@ -210,6 +212,7 @@ async function pump(
   const worst = plan.reservation.maximum;
   const hold = { accountId: account.id, period, reservationId: id, apiKeyId: plan.apiKeyId };
   const ttl = { ttlMs: deps.reservationTtlMs };
+  const alerts = { alertPercents: deps.spendAlertPercents ?? [] };
   const options = resolveOptions(deps);
   let reserved = granted;
   let produced = 0;
@@ -266,7 +269,13 @@ async function pump(
               deps,
               await settleResolved(
                 deps.store,
-                { ...hold, chargeUsdMicros: charge, nowMs: deps.now(), usedTokens: promptTokens + delivered.tokens },
+                {
+                  ...hold,
+                  ...alerts,
+                  chargeUsdMicros: charge,
+                  nowMs: deps.now(),
+                  usedTokens: promptTokens + delivered.tokens,
+                },
                 options,
                 deps.calls.track,
               ),
@@ -306,6 +315,7 @@ async function pump(
         deps.store,
         {
           ...hold,
+          ...alerts,
           chargeUsdMicros: charge,
           nowMs: deps.now(),
           usedTokens: prompt + completion,

@@ -1,5 +1,7 @@
+import { randomUUID } from "node:crypto";
 import { dayInPeriod, daySpends } from "../days.ts";
 import { gcra, tokenGiveBackMs, tokenStep } from "../gcra.ts";
+import { raiseAlerts, type ScopeSpend } from "../spend-alerts.ts";
 import type {
   AccountRecord,
   ApiKeyRecord,
@@ -9,6 +11,8 @@ import type {
   RateCharge,
   ReservationRef,
   ReserveRequest,
+  SettleRequest,
+  SpendAlert,
   Store,
   UsageRecordRow,
 } from "../store.ts";
@@ -36,6 +40,8 @@ interface PeriodState {
   reservations: Map<string, Reservation>;
   /** What each key's settles charged, for key caps and `keyBalances`. */
   keySpent: Map<string, number>;
+  /** The spend-alert thresholds fired this period (`firedMember`). */
+  fired: Set<string>;
 }
 
 /** What the billing half of the memory store shares with the rest of it. */
@@ -53,6 +59,8 @@ export interface MemoryBillingDeps {
   rateSweepMin: number;
   /** Keeps a completed call's usage record, written in its settle's step. */
   recordUsage(record: UsageRecordRow): void;
+  /** Queues the spend alerts a settle raised, in its step. */
+  raiseAlerts(alerts: readonly SpendAlert[]): void;
 }
 
 /** The billing methods of the memory store, and how many rate-limit states it keeps. */
@@ -61,7 +69,22 @@ export type MemoryBilling = Pick<
   "chargeRateLimit" | "extendReservation" | "settle" | "release" | "balance" | "keyBalances" | "spendByDay"
 > & { rateLimitStates(): number };
 
-const emptyPeriod = (): PeriodState => ({ spent: 0, days: new Map(), reservations: new Map(), keySpent: new Map() });
+const emptyPeriod = (): PeriodState => ({
+  spent: 0,
+  days: new Map(),
+  reservations: new Map(),
+  keySpent: new Map(),
+  fired: new Set(),
+});
+
+/** The alerts of a settle (`SettleRequest.alertPercents`): its account's cap, then its key's own. */
+function alertsOf(request: SettleRequest, state: PeriodState, scopes: ScopeSpend[]): SpendAlert[] {
+  const percents = request.alertPercents ?? [];
+  const base = { accountId: request.accountId, period: request.period, timeMs: request.nowMs };
+  const fire = (member: string) => !state.fired.has(member) && Boolean(state.fired.add(member));
+  const newId = () => `evt_${randomUUID().replaceAll("-", "")}`;
+  return scopes.flatMap((scope) => raiseAlerts(base, percents, scope, fire, newId));
+}
 
 const sum = (values: Iterable<number>) => {
   let total = 0;
@@ -254,6 +277,12 @@ export function createMemoryBilling(deps: MemoryBillingDeps): MemoryBilling {
         state.days.set(day, (state.days.get(day) ?? 0) + charge);
       }
       if (request.record) deps.recordUsage({ ...request.record, costUsdMicros: charge });
+      const account = { cap: accounts.get(request.accountId)?.spendCapUsdMicros, spent: state.spent };
+      const key =
+        keyId === undefined
+          ? []
+          : [{ apiKeyId: keyId, cap: keys.get(keyId)?.spendCapUsdMicros, spent: state.keySpent.get(keyId) ?? 0 }];
+      deps.raiseAlerts(alertsOf(request, state, [account, ...key]));
       return "settled";
     },
     async release(reservation) {

@@ -10,6 +10,7 @@ import type {
   UsageRecordRow,
 } from "../store.ts";
 import { createMemoryBilling } from "./billing.ts";
+import { createMemoryWebhooks } from "./webhooks.ts";
 
 /** A settled or released id, and when (by the store's clock) it was closed. */
 interface Closed {
@@ -87,6 +88,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     closed.set(closedKey(reservation), { outcome, atMs: now });
   };
 
+  const webhooks = createMemoryWebhooks();
   const billing = createMemoryBilling({
     accounts,
     keys,
@@ -98,6 +100,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       list.push(record);
       usage.set(record.accountId, list);
     },
+    raiseAlerts: webhooks.enqueue,
   });
 
   const copy = <T extends object>(value: T | undefined): T | undefined => (value ? { ...value } : undefined);
@@ -185,6 +188,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
         .map((r) => ({ ...r }));
       return { records, nextPageToken: start > 0 ? encodePageToken(start) : "" };
     },
+
+    webhooks,
 
     async ping() {},
     async close() {},

@@ -57,6 +57,8 @@ export interface RedisBillingDeps {
   guarded<T>(operation: () => Promise<T>): Promise<T>;
   /** The "now" a script gets: empty makes it read the server's clock. */
   now(nowMs: number): string | number;
+  /** Moves the alerts a settle raised from its account's outbox to the webhook queue; never fails. */
+  alertsRaised(accountId: string): Promise<void>;
 }
 
 /**
@@ -93,6 +95,8 @@ export function createRedisBilling(
       partial: p.partial,
       partials: p.partials,
       days: p.days,
+      alertsFired: p.alertsFired,
+      alertOutbox: keys.alertOutbox(accountId),
     };
     return BILLING_KEYS.map((name) => named[name]);
   };
@@ -131,13 +135,11 @@ export function createRedisBilling(
         ])) as unknown[];
         return grantOf(r[0], r[1], r[2]);
       }),
-    settle: (request) =>
-      guarded(async () => {
-        const bounds = periodBounds(request.period);
-        const charged = await scripts.settle.run(
-          redis,
-          billingKeys(request.accountId, request.period, request.apiKeyId),
-          [
+    async settle(request) {
+      const bounds = periodBounds(request.period);
+      const [charged, raised] = await guarded(
+        async () =>
+          (await scripts.settle.run(redis, billingKeys(request.accountId, request.period, request.apiKeyId), [
             request.reservationId,
             request.chargeUsdMicros,
             SETTLED_KEEP_SECONDS,
@@ -146,11 +148,16 @@ export function createRedisBilling(
             bounds.last,
             request.apiKeyId ?? "",
             request.usedTokens ?? "",
+            (request.alertPercents ?? []).join(","),
+            request.accountId,
+            request.period,
             ...(request.record ? usageFields(request.record) : []),
-          ],
-        );
-        return num(charged) === -2 ? "released" : "settled";
-      }),
+          ])) as unknown[],
+      );
+      // Outside the settle's deadline: the charge is made whatever becomes of the alerts' queueing.
+      if (num(raised) > 0) await deps.alertsRaised(request.accountId);
+      return num(charged) === -2 ? "released" : "settled";
+    },
     release: ({ accountId, period, reservationId, apiKeyId, nowMs }) =>
       guarded(async () => {
         const r = await scripts.release.run(redis, billingKeys(accountId, period, apiKeyId), [

@@ -1,12 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, describe, expect, it } from "vitest";
-import { startRedisCluster, type RedisCluster } from "../../../test/support/redis-cluster.ts";
-import { startRedisServer, type RedisServer } from "../../../test/support/redis-server.ts";
+import { describe, expect, it } from "vitest";
+import { redisBackends } from "../../../test/support/redis-backends.ts";
 import { account } from "../contract/support.ts";
 import type { AccountRecord } from "../store.ts";
-import { connectRedis, type RedisClient } from "./client.ts";
+import { connectRedis } from "./client.ts";
 import { backfillEmailIndex } from "./email-index.ts";
-import { createRedisStore, type RedisStore } from "./index.ts";
+import { createRedisStore } from "./index.ts";
 import { createKeys } from "./keys.ts";
 import { accountFields } from "./records.ts";
 
@@ -14,33 +13,7 @@ import { accountFields } from "./records.ts";
  * Accounts created before the email index existed are indexed once per database, in the
  * background of the store's start, by a SCAN over every node (a Cluster's keys are spread).
  */
-let server: Promise<RedisServer> | undefined;
-let cluster: Promise<RedisCluster> | undefined;
-const clients: RedisClient[] = [];
-const stores: RedisStore[] = [];
-afterAll(async () => {
-  await Promise.all(stores.map((s) => s.close()));
-  for (const c of clients) c.disconnect();
-  await (await server)?.close();
-  await (await cluster)?.close();
-});
-
-const backends: [string, () => Promise<string>][] = [
-  [
-    "redis",
-    async () => {
-      server ??= startRedisServer();
-      return (await server).url;
-    },
-  ],
-  [
-    "redis-cluster",
-    async () => {
-      cluster ??= startRedisCluster();
-      return (await cluster).url;
-    },
-  ],
-];
+const { backends, clients, stores } = redisBackends();
 
 describe.each(backends)("email index backfill: %s", (_name, urlOf) => {
   /** A fresh prefix, a raw client, and old accounts written as before the index: hashes only. */

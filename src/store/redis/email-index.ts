@@ -1,7 +1,7 @@
-import { Cluster } from "ioredis";
 import { normalizeEmail } from "../email.ts";
 import type { RedisClient } from "./client.ts";
 import type { createKeys } from "./keys.ts";
+import { scanKeys } from "./scan.ts";
 
 /** How a run of `backfillEmailIndex` ended. */
 export type EmailBackfill =
@@ -11,14 +11,6 @@ export type EmailBackfill =
   | { outcome: "skipped" }
   /** A command failed (Redis unreachable, the store closed): the marker is not set, so the next start runs it again. */
   | { outcome: "failed"; error: unknown };
-
-/** Keys a SCAN step asks for: small enough that each step is short for the server. */
-const SCAN_COUNT = 500;
-
-/** The servers whose keys a SCAN must walk: every primary of a Cluster, or the one server. */
-function scanTargets(redis: RedisClient) {
-  return redis instanceof Cluster ? redis.nodes("master") : [redis];
-}
 
 /**
  * Indexes the emails of accounts created before `findAccountsByEmail` existed, once per Redis
@@ -35,23 +27,18 @@ export async function backfillEmailIndex(
   try {
     if ((await redis.exists(keys.emailIndexBackfilled)) === 1) return { outcome: "skipped" };
     let indexed = 0;
-    for (const node of scanTargets(redis)) {
-      let cursor = "0";
-      do {
-        const [next, found] = await node.scan(cursor, "MATCH", keys.accountPattern, "COUNT", SCAN_COUNT);
-        cursor = next;
-        const done = await Promise.all(
-          found.map(async (key) => {
-            const id = keys.accountIdOf(key);
-            const email = id === undefined ? null : await redis.hget(key, "email");
-            if (id === undefined || email === null) return 0;
-            await redis.sadd(keys.accountsByEmail(normalizeEmail(email)), id);
-            return 1;
-          }),
-        );
-        indexed += done.reduce<number>((sum, n) => sum + n, 0);
-      } while (cursor !== "0");
-    }
+    await scanKeys(redis, keys.accountPattern, async (found) => {
+      const done = await Promise.all(
+        found.map(async (key) => {
+          const id = keys.accountIdOf(key);
+          const email = id === undefined ? null : await redis.hget(key, "email");
+          if (id === undefined || email === null) return 0;
+          await redis.sadd(keys.accountsByEmail(normalizeEmail(email)), id);
+          return 1;
+        }),
+      );
+      indexed += done.reduce<number>((sum, n) => sum + n, 0);
+    });
     await redis.set(keys.emailIndexBackfilled, new Date().toISOString());
     return { outcome: "done", indexed };
   } catch (error) {

@@ -30,6 +30,8 @@ export const BILLING_KEYS = [
   "partial",
   "partials",
   "days",
+  "alertsFired",
+  "alertOutbox",
 ] as const;
 
 /** One name per billing key. */

@@ -11,6 +11,7 @@ import { decodeStreamToken, encodeStreamToken } from "./stream-token.ts";
 import { createRedisKeyLimits } from "./key-limits.ts";
 import { accountFields, parseAccount, parseUsage } from "./records.ts";
 import { createScript, UPDATE_IF_EXISTS } from "./scripts.ts";
+import { createRedisWebhooks } from "./webhooks.ts";
 
 export interface RedisStoreOptions {
   /** A connected client for commands. */
@@ -33,6 +34,12 @@ export interface RedisStoreOptions {
    * background; default true. Tests of the backfill itself turn it off to run it by hand.
    */
   backfillEmailIndex?: boolean;
+  /**
+   * Whether a settle moves the spend alerts it raised from its account's outbox to the webhook
+   * queue at once; default true. Tests of `webhooks.sweep` turn it off, to leave outboxes as a
+   * process that crashed right after its settle would.
+   */
+  moveAlertOutboxes?: boolean;
 }
 
 /** The Redis store, with the background email index backfill it started. */
@@ -85,6 +92,14 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
 
   const loadAccount = async (id: string) => parseAccount(id, await redis.hgetall(keys.account(id)));
 
+  const { webhooks, alertsRaised } = createRedisWebhooks({
+    redis,
+    keys,
+    guarded,
+    now,
+    moveOutboxes: options.moveAlertOutboxes ?? true,
+  });
+
   const emailIndexBackfill: Promise<EmailBackfill> =
     options.backfillEmailIndex === false ? Promise.resolve({ outcome: "skipped" }) : backfillEmailIndex(redis, keys);
 
@@ -120,7 +135,8 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     ...createRedisApiKeys({ redis, keys, keyCache, invalidate, guarded }),
 
     ...createRedisKeyLimits({ redis, keys, invalidate, guarded }),
-    ...createRedisBilling({ redis, keys, guarded, now }),
+    ...createRedisBilling({ redis, keys, guarded, now, alertsRaised }),
+    webhooks,
 
     async listUsageRecords({ accountId, pageSize, pageToken }): Promise<UsagePage> {
       const before = pageToken ? decodeStreamToken(pageToken) : undefined;

@@ -6,7 +6,16 @@
  */
 export function createKeys(prefix: string) {
   const account = (id: string) => `${prefix}:{a:${id}}`;
-  const [accountHead, accountTail] = [`${prefix}:{a:`, "}:account"];
+  /** The account id of a key of one kind (its name after the hash tag), or undefined for any other key. */
+  const accountIdIn = (key: string, tail: string): string | undefined => {
+    const head = `${prefix}:{a:`;
+    const id = key.slice(head.length, -tail.length);
+    const matches = key.startsWith(head) && key.endsWith(tail) && id.length > 0 && !id.includes("}");
+    return matches ? id : undefined;
+  };
+  const escaped = prefix.replace(/[*?[\]\\]/g, "\\$&");
+  /** Spend alerts' global keys: one hash tag, so the queue's scripts touch one slot. */
+  const webhooks = `${prefix}:{wh}`;
   return {
     /** Accounts ever created (a retried create may count twice): `hasAccounts` reads it. */
     accountCount: `${prefix}:accounts:count`,
@@ -20,12 +29,35 @@ export function createKeys(prefix: string) {
     emailIndexBackfilled: `${prefix}:migrations:accounts-by-email`,
     account: (id: string) => `${account(id)}:account`,
     /** A SCAN MATCH pattern for every account hash (the prefix's glob characters escaped). */
-    accountPattern: `${prefix.replace(/[*?[\]\\]/g, "\\$&")}:{a:*}:account`,
+    accountPattern: `${escaped}:{a:*}:account`,
     /** The account id of an account hash's key, or undefined for any other key. */
-    accountIdOf: (key: string): string | undefined => {
-      const id = key.slice(accountHead.length, -accountTail.length);
-      const matches = key.startsWith(accountHead) && key.endsWith(accountTail) && id.length > 0 && !id.includes("}");
-      return matches ? id : undefined;
+    accountIdOf: (key: string) => accountIdIn(key, "}:account"),
+    /**
+     * Spend alerts a settle raised, in its account's slot (the settle script cannot reach the
+     * global queue's): the process that settled moves them to the queue at once, and a sweep
+     * moves those a crash left behind (see `createRedisWebhooks`).
+     */
+    alertOutbox: (id: string) => `${account(id)}:alerts-outbox`,
+    /** A SCAN MATCH pattern for every alert outbox. */
+    alertOutboxPattern: `${escaped}:{a:*}:alerts-outbox`,
+    /** The account id of an alert outbox's key, or undefined for any other key. */
+    accountIdOfOutbox: (key: string) => accountIdIn(key, "}:alerts-outbox"),
+    /** The global keys of spend alerts' delivery, all under one hash tag. */
+    webhooks: {
+      /** The endpoints (field endpoint id, value its JSON). */
+      endpoints: `${webhooks}:endpoints`,
+      /** The queue of alerts not fanned out yet (a stream, read by one consumer group). */
+      queue: `${webhooks}:queue`,
+      /** An alert's fields, by alert id; its existence makes queueing it again a no-op. */
+      event: (eventId: string) => `${webhooks}:event:${eventId}`,
+      /** Pending deliveries ("<event id> <endpoint id>") by when they are due, or their lease ends. */
+      due: `${webhooks}:due`,
+      /** One alert's delivery to one endpoint: status, attempts, last answer. */
+      delivery: (endpointId: string, eventId: string) => `${webhooks}:delivery:${endpointId}:${eventId}`,
+      /** An endpoint's deliveries by creation time (the newest `DELIVERIES_KEPT`). */
+      deliveries: (endpointId: string) => `${webhooks}:deliveries:${endpointId}`,
+      /** Held while one process sweeps outboxes, so the deployment sweeps once per interval. */
+      sweepLock: `${webhooks}:sweep-lock`,
     },
     accountKeys: (id: string) => `${account(id)}:keys`,
     apiKey: (accountId: string, keyId: string) => `${account(accountId)}:key:${keyId}`,
@@ -69,6 +101,8 @@ export function createKeys(prefix: string) {
         days: `${base}:days`,
         /** What each key's settles charged this period (field key id), for key caps; never expires. */
         keySpent: `${base}:key-spent`,
+        /** The spend-alert thresholds fired this period (`firedMember`), each raised once. */
+        alertsFired: `${base}:alerts-fired`,
         /** What each key's live holds add up to (field key id), kept with the holds themselves. */
         keyReserved: `${base}:key-resv`,
         /**

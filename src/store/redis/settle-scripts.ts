@@ -27,24 +27,51 @@ end
 `;
 
 /**
+ * Spend alerts (`reachedPercents` and `firedMember` in spend-alerts.ts, line for line): each
+ * threshold of the list (percents, comma-separated) that the spend has reached on the cap, and
+ * whose member is added to the period's fired set now, is appended to the account's outbox with
+ * what it was reached at. Returns how many it appended.
+ */
+const ALERTS = `
+local function raise(percents, keyId, cap, spent, base)
+  if not cap or cap <= 0 then return 0 end
+  local n = 0
+  for p in string.gmatch(percents, '%d+') do
+    local member = keyId == '' and ('a ' .. p) or ('k ' .. keyId .. ' ' .. p)
+    if spent * 100 >= tonumber(p) * cap and redis.call('SADD', K.alertsFired, member) == 1 then
+      redis.call('XADD', K.alertOutbox, '*', 'account', base.account, 'key', keyId, 'period', base.period,
+        'percent', p, 'cap', string.format('%d', cap), 'spent', string.format('%d', spent),
+        'time', string.format('%d', base.now))
+      n = n + 1
+    end
+  end
+  return n
+end
+`;
+
+/**
  * Replaces a hold by its charge and, for a completed call, appends its usage record, once per
- * id. The charge never takes spent plus the other holds past the account's cap, nor, for a call
- * of a key (ARGV key id), the key's spend plus its other holds past the key's own cap: a call
- * whose hold was lost (a long outage) is charged only what the caps still allow, and its record
- * says so. The key's spend grows by the charge in the same step, and its token budget gets back
- * what the hold's take was beyond the used tokens (ARGV used; '' gives nothing back).
+ * id, and raises the spend alerts the new spend reached (ALERTS: the account's cap, then the
+ * key's own), once per period and scope. The charge never takes spent plus the other holds past
+ * the account's cap, nor, for a call of a key (ARGV key id), the key's spend plus its other holds
+ * past the key's own cap: a call whose hold was lost (a long outage) is charged only what the caps
+ * still allow, and its record says so. The key's spend grows by the charge in the same step, and
+ * its token budget gets back what the hold's take was beyond the used tokens (ARGV used; '' gives
+ * nothing back).
  * A spend-cap abort's charge is kept by id (partials) besides the period's sum (partial).
  * A charge above 0 is added to its day (days), in the same step as to spent: the settle's UTC
  * date (by ARGV now, or the server's clock when it is empty), clamped into [first, last].
  * KEYS: `BILLING_KEYS`. ARGV: id, charge, settled-set ttl s, now ms, the period's first and last
- * dates, key id ('' for the account alone), used tokens, then record fields (none for an abort).
- * Returns the amount charged, -1 when the id was settled before, -2 when it was released.
+ * dates, key id ('' for the account alone), used tokens, alert thresholds (percents, comma-separated;
+ * '' for none), account id, period, then record fields (none for an abort).
+ * Returns {the amount charged (-1 when the id was settled before, -2 when it was released), the
+ * number of alerts raised}.
  */
-export const SETTLE = `${HOLDS}${UTC_DATE}
+export const SETTLE = `${HOLDS}${UTC_DATE}${ALERTS}
 local id, charge, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local keyId, used = ARGV[7], tonumber(ARGV[8])
-if redis.call('SISMEMBER', K.released, id) == 1 then return -2 end
-if redis.call('SADD', K.settled, id) == 0 then return -1 end
+if redis.call('SISMEMBER', K.released, id) == 1 then return {-2, 0} end
+if redis.call('SADD', K.settled, id) == 0 then return {-1, 0} end
 redis.call('EXPIRE', K.settled, keep)
 local now = clock(ARGV[4])
 local h = dropHold(id)
@@ -52,10 +79,11 @@ if used and h then giveBack(h, h.count - used, now) end
 local cap = tonumber(redis.call('HGET', K.account, 'cap') or '') or 0
 local spent = tonumber(redis.call('GET', K.spent) or '0')
 charge = math.max(0, math.min(charge, cap - spent - tonumber(redis.call('GET', K.reserved) or '0')))
+local keyCap, keySpent = nil, 0
 if keyId ~= '' then
-  local keyCap = tonumber(redis.call('HGET', K.key, 'cap') or '')
+  keyCap = tonumber(redis.call('HGET', K.key, 'cap') or '')
+  keySpent = tonumber(redis.call('HGET', K.keySpent, keyId) or '0')
   if keyCap then
-    local keySpent = tonumber(redis.call('HGET', K.keySpent, keyId) or '0')
     local others = tonumber(redis.call('HGET', K.keyReserved, keyId) or '0')
     charge = math.max(0, math.min(charge, keyCap - keySpent - others))
   end
@@ -67,8 +95,8 @@ if charge > 0 then
   if day < ARGV[5] then day = ARGV[5] elseif day > ARGV[6] then day = ARGV[6] end
   redis.call('HINCRBY', K.days, day, charge)
 end
-if #ARGV > 8 then
-  local fields = {unpack(ARGV, 9)}
+if #ARGV > 11 then
+  local fields = {unpack(ARGV, 12)}
   for i = 1, #fields - 1, 2 do
     if fields[i] == 'cost' then fields[i + 1] = tostring(charge) end
   end
@@ -78,7 +106,14 @@ else
   redis.call('HSET', K.partials, id, charge)
   redis.call('EXPIRE', K.partials, keep)
 end
-return charge
+local raised = 0
+if ARGV[9] ~= '' then
+  local base = {account = ARGV[10], period = ARGV[11], now = now}
+  raised = raise(ARGV[9], '', cap, spent + charge, base)
+  if keyId ~= '' then raised = raised + raise(ARGV[9], keyId, keyCap, keySpent + charge, base) end
+  if raised > 0 then redis.call('EXPIRE', K.alertsFired, keep) end
+end
+return {charge, raised}
 `;
 
 /**

@@ -14,7 +14,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file sluice/admin/v1/admin_service.proto.
  */
 export const file_sluice_admin_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNzbHVpY2UvYWRtaW4vdjEvYWRtaW5fc2VydmljZS5wcm90bxIPc2x1aWNlLmFkbWluLnYxIs0CCgdBY2NvdW50EgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESIQoUc3BlbmRfY2FwX3VzZF9taWNyb3MYAyABKANIAYgBARIbChNvbmJvYXJkaW5nX2NvbXBsZXRlGAQgASgIEjYKDnBheW1lbnRfc3RhdHVzGAUgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXMSQAoTc3Vic2NyaXB0aW9uX3N0YXR1cxgGIAEoDjIjLnNsdWljZS5hZG1pbi52MS5TdWJzY3JpcHRpb25TdGF0dXMSDgoGcGVyaW9kGAcgASgJEhgKEHNwZW50X3VzZF9taWNyb3MYCCABKAMSGwoTcmVzZXJ2ZWRfdXNkX21pY3JvcxgJIAEoA0IICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIo0BChRDcmVhdGVBY2NvdW50UmVxdWVzdBISCgVlbWFpbBgBIAEoCUgAiAEBEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSAGIAQESGwoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEIICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIkIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRIpCgdhY2NvdW50GAEgASgLMhguc2x1aWNlLmFkbWluLnYxLkFjY291bnQiJwoRR2V0QWNjb3VudFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSI/ChJHZXRBY2NvdW50UmVzcG9uc2USKQoHYWNjb3VudBgBIAEoCzIYLnNsdWljZS5hZG1pbi52MS5BY2NvdW50Is8CChRVcGRhdGVBY2NvdW50UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESIAoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEgBiAEBEjsKDnBheW1lbnRfc3RhdHVzGAQgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXNIAogBARJFChNzdWJzY3JpcHRpb25fc3RhdHVzGAUgASgOMiMuc2x1aWNlLmFkbWluLnYxLlN1YnNjcmlwdGlvblN0YXR1c0gDiAEBQhcKFV9zcGVuZF9jYXBfdXNkX21pY3Jvc0IWChRfb25ib2FyZGluZ19jb21wbGV0ZUIRCg9fcGF5bWVudF9zdGF0dXNCFgoUX3N1YnNjcmlwdGlvbl9zdGF0dXMiQgoVVXBkYXRlQWNjb3VudFJlc3BvbnNlEikKB2FjY291bnQYASABKAsyGC5zbHVpY2UuYWRtaW4udjEuQWNjb3VudCLOAwoGQXBpS2V5EgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSDgoGcHJlZml4GAMgASgJEhYKDnJhdGVfbGltaXRfcnBzGAQgASgBEg0KBWJ1cnN0GAUgASgNEg8KB3Jldm9rZWQYBiABKAgSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9wcmV2aW91c19wcmVmaXgYCSABKAkSOAoUcHJldmlvdXNfZXhwaXJlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAsgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgMIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGA0gASgDEh4KEXRva2Vuc19wZXJfbWludXRlGA4gASgNSAGIAQFCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zQhQKEl90b2tlbnNfcGVyX21pbnV0ZSLUAgoTQ3JlYXRlQXBpS2V5UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhsKDnJhdGVfbGltaXRfcnBzGAIgASgBSAGIAQESEgoFYnVyc3QYAyABKA1IAogBARIxCgtleHBpcmVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIoCgN0dGwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IABIhChRzcGVuZF9jYXBfdXNkX21pY3JvcxgGIAEoA0gDiAEBEh4KEXRva2Vuc19wZXJfbWludXRlGAcgASgNSASIAQFCDAoKZXhwaXJhdGlvbkIRCg9fcmF0ZV9saW1pdF9ycHNCCAoGX2J1cnN0QhcKFV9zcGVuZF9jYXBfdXNkX21pY3Jvc0IUChJfdG9rZW5zX3Blcl9taW51dGUiUAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USKAoHYXBpX2tleRgBIAEoCzIXLnNsdWljZS5hZG1pbi52MS5BcGlLZXkSDgoGc2VjcmV0GAIgASgJIikKE1Jldm9rZUFwaUtleVJlcXVlc3QSEgoKYXBpX2tleV9pZBgBIAEoCSJAChRSZXZva2VBcGlLZXlSZXNwb25zZRIoCgdhcGlfa2V5GAEgASgLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleSLMAQoTVXBkYXRlQXBpS2V5UmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESHgoRdG9rZW5zX3Blcl9taW51dGUYAyABKA1IAYgBARIvCgt1cGRhdGVfbWFzaxgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zQhQKEl90b2tlbnNfcGVyX21pbnV0ZSJAChRVcGRhdGVBcGlLZXlSZXNwb25zZRIoCgdhcGlfa2V5GAEgASgLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleSLFAQoTUm90YXRlQXBpS2V5UmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJEi8KDGdyYWNlX3BlcmlvZBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIxCgtleHBpcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIoCgN0dGwYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IAEIMCgpleHBpcmF0aW9uIlAKFFJvdGF0ZUFwaUtleVJlc3BvbnNlEigKB2FwaV9rZXkYASABKAsyFy5zbHVpY2UuYWRtaW4udjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSIoChJMaXN0QXBpS2V5c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJAChNMaXN0QXBpS2V5c1Jlc3BvbnNlEikKCGFwaV9rZXlzGAEgAygLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleSLMAQoLVXNhZ2VSZWNvcmQSCgoCaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRISCgphcGlfa2V5X2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEhUKDXByb21wdF90b2tlbnMYBSABKAMSGQoRY29tcGxldGlvbl90b2tlbnMYBiABKAMSFwoPY29zdF91c2RfbWljcm9zGAcgASgDEi8KC2NyZWF0ZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChdMaXN0VXNhZ2VSZWNvcmRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImgKGExpc3RVc2FnZVJlY29yZHNSZXNwb25zZRIzCg11c2FnZV9yZWNvcmRzGAEgAygLMhwuc2x1aWNlLmFkbWluLnYxLlVzYWdlUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSImChVTZWFyY2hBY2NvdW50c1JlcXVlc3QSDQoFcXVlcnkYASABKAkiRAoWU2VhcmNoQWNjb3VudHNSZXNwb25zZRIqCghhY2NvdW50cxgBIAMoCzIYLnNsdWljZS5hZG1pbi52MS5BY2NvdW50IioKFEdldFNwZW5kQnlEYXlSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkiwwEKFUdldFNwZW5kQnlEYXlSZXNwb25zZRIOCgZwZXJpb2QYASABKAkSJwoEZGF5cxgCIAMoCzIZLnNsdWljZS5hZG1pbi52MS5EYXlTcGVuZBIhChRzcGVuZF9jYXBfdXNkX21pY3JvcxgDIAEoA0gAiAEBEhgKEHNwZW50X3VzZF9taWNyb3MYBCABKAMSGwoTcmVzZXJ2ZWRfdXNkX21pY3JvcxgFIAEoA0IXChVfc3BlbmRfY2FwX3VzZF9taWNyb3MiMgoIRGF5U3BlbmQSDAoEZGF0ZRgBIAEoCRIYChBzcGVudF91c2RfbWljcm9zGAIgASgDKmEKDVBheW1lbnRTdGF0dXMSHgoaUEFZTUVOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIVChFQQVlNRU5UX1NUQVRVU19PSxABEhkKFVBBWU1FTlRfU1RBVFVTX0ZBSUxFRBACKnsKElN1YnNjcmlwdGlvblN0YXR1cxIjCh9TVUJTQ1JJUFRJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASHgoaU1VCU0NSSVBUSU9OX1NUQVRVU19BQ1RJVkUQARIgChxTVUJTQ1JJUFRJT05fU1RBVFVTX0NBTkNFTEVEEAIynwgKDEFkbWluU2VydmljZRJeCg1DcmVhdGVBY2NvdW50EiUuc2x1aWNlLmFkbWluLnYxLkNyZWF0ZUFjY291bnRSZXF1ZXN0GiYuc2x1aWNlLmFkbWluLnYxLkNyZWF0ZUFjY291bnRSZXNwb25zZRJVCgpHZXRBY2NvdW50EiIuc2x1aWNlLmFkbWluLnYxLkdldEFjY291bnRSZXF1ZXN0GiMuc2x1aWNlLmFkbWluLnYxLkdldEFjY291bnRSZXNwb25zZRJeCg1VcGRhdGVBY2NvdW50EiUuc2x1aWNlLmFkbWluLnYxLlVwZGF0ZUFjY291bnRSZXF1ZXN0GiYuc2x1aWNlLmFkbWluLnYxLlVwZGF0ZUFjY291bnRSZXNwb25zZRJbCgxDcmVhdGVBcGlLZXkSJC5zbHVpY2UuYWRtaW4udjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBolLnNsdWljZS5hZG1pbi52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJbCgxSZXZva2VBcGlLZXkSJC5zbHVpY2UuYWRtaW4udjEuUmV2b2tlQXBpS2V5UmVxdWVzdBolLnNsdWljZS5hZG1pbi52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJbCgxVcGRhdGVBcGlLZXkSJC5zbHVpY2UuYWRtaW4udjEuVXBkYXRlQXBpS2V5UmVxdWVzdBolLnNsdWljZS5hZG1pbi52MS5VcGRhdGVBcGlLZXlSZXNwb25zZRJbCgxSb3RhdGVBcGlLZXkSJC5zbHVpY2UuYWRtaW4udjEuUm90YXRlQXBpS2V5UmVxdWVzdBolLnNsdWljZS5hZG1pbi52MS5Sb3RhdGVBcGlLZXlSZXNwb25zZRJYCgtMaXN0QXBpS2V5cxIjLnNsdWljZS5hZG1pbi52MS5MaXN0QXBpS2V5c1JlcXVlc3QaJC5zbHVpY2UuYWRtaW4udjEuTGlzdEFwaUtleXNSZXNwb25zZRJnChBMaXN0VXNhZ2VSZWNvcmRzEiguc2x1aWNlLmFkbWluLnYxLkxpc3RVc2FnZVJlY29yZHNSZXF1ZXN0Gikuc2x1aWNlLmFkbWluLnYxLkxpc3RVc2FnZVJlY29yZHNSZXNwb25zZRJhCg5TZWFyY2hBY2NvdW50cxImLnNsdWljZS5hZG1pbi52MS5TZWFyY2hBY2NvdW50c1JlcXVlc3QaJy5zbHVpY2UuYWRtaW4udjEuU2VhcmNoQWNjb3VudHNSZXNwb25zZRJeCg1HZXRTcGVuZEJ5RGF5EiUuc2x1aWNlLmFkbWluLnYxLkdldFNwZW5kQnlEYXlSZXF1ZXN0GiYuc2x1aWNlLmFkbWluLnYxLkdldFNwZW5kQnlEYXlSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiNzbHVpY2UvYWRtaW4vdjEvYWRtaW5fc2VydmljZS5wcm90bxIPc2x1aWNlLmFkbWluLnYxIs0CCgdBY2NvdW50EgoKAmlkGAEgASgJEhIKBWVtYWlsGAIgASgJSACIAQESIQoUc3BlbmRfY2FwX3VzZF9taWNyb3MYAyABKANIAYgBARIbChNvbmJvYXJkaW5nX2NvbXBsZXRlGAQgASgIEjYKDnBheW1lbnRfc3RhdHVzGAUgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXMSQAoTc3Vic2NyaXB0aW9uX3N0YXR1cxgGIAEoDjIjLnNsdWljZS5hZG1pbi52MS5TdWJzY3JpcHRpb25TdGF0dXMSDgoGcGVyaW9kGAcgASgJEhgKEHNwZW50X3VzZF9taWNyb3MYCCABKAMSGwoTcmVzZXJ2ZWRfdXNkX21pY3JvcxgJIAEoA0IICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIo0BChRDcmVhdGVBY2NvdW50UmVxdWVzdBISCgVlbWFpbBgBIAEoCUgAiAEBEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSAGIAQESGwoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEIICgZfZW1haWxCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zIkIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRIpCgdhY2NvdW50GAEgASgLMhguc2x1aWNlLmFkbWluLnYxLkFjY291bnQiJwoRR2V0QWNjb3VudFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSI/ChJHZXRBY2NvdW50UmVzcG9uc2USKQoHYWNjb3VudBgBIAEoCzIYLnNsdWljZS5hZG1pbi52MS5BY2NvdW50Is8CChRVcGRhdGVBY2NvdW50UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESIAoTb25ib2FyZGluZ19jb21wbGV0ZRgDIAEoCEgBiAEBEjsKDnBheW1lbnRfc3RhdHVzGAQgASgOMh4uc2x1aWNlLmFkbWluLnYxLlBheW1lbnRTdGF0dXNIAogBARJFChNzdWJzY3JpcHRpb25fc3RhdHVzGAUgASgOMiMuc2x1aWNlLmFkbWluLnYxLlN1YnNjcmlwdGlvblN0YXR1c0gDiAEBQhcKFV9zcGVuZF9jYXBfdXNkX21pY3Jvc0IWChRfb25ib2FyZGluZ19jb21wbGV0ZUIRCg9fcGF5bWVudF9zdGF0dXNCFgoUX3N1YnNjcmlwdGlvbl9zdGF0dXMiQgoVVXBkYXRlQWNjb3VudFJlc3BvbnNlEikKB2FjY291bnQYASABKAsyGC5zbHVpY2UuYWRtaW4udjEuQWNjb3VudCLOAwoGQXBpS2V5EgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSDgoGcHJlZml4GAMgASgJEhYKDnJhdGVfbGltaXRfcnBzGAQgASgBEg0KBWJ1cnN0GAUgASgNEg8KB3Jldm9rZWQYBiABKAgSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9wcmV2aW91c19wcmVmaXgYCSABKAkSOAoUcHJldmlvdXNfZXhwaXJlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAsgASgDSACIAQESGAoQc3BlbnRfdXNkX21pY3JvcxgMIAEoAxIbChNyZXNlcnZlZF91c2RfbWljcm9zGA0gASgDEh4KEXRva2Vuc19wZXJfbWludXRlGA4gASgNSAGIAQFCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zQhQKEl90b2tlbnNfcGVyX21pbnV0ZSLUAgoTQ3JlYXRlQXBpS2V5UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhsKDnJhdGVfbGltaXRfcnBzGAIgASgBSAGIAQESEgoFYnVyc3QYAyABKA1IAogBARIxCgtleHBpcmVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIoCgN0dGwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IABIhChRzcGVuZF9jYXBfdXNkX21pY3JvcxgGIAEoA0gDiAEBEh4KEXRva2Vuc19wZXJfbWludXRlGAcgASgNSASIAQFCDAoKZXhwaXJhdGlvbkIRCg9fcmF0ZV9saW1pdF9ycHNCCAoGX2J1cnN0QhcKFV9zcGVuZF9jYXBfdXNkX21pY3Jvc0IUChJfdG9rZW5zX3Blcl9taW51dGUiUAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USKAoHYXBpX2tleRgBIAEoCzIXLnNsdWljZS5hZG1pbi52MS5BcGlLZXkSDgoGc2VjcmV0GAIgASgJIikKE1Jldm9rZUFwaUtleVJlcXVlc3QSEgoKYXBpX2tleV9pZBgBIAEoCSJAChRSZXZva2VBcGlLZXlSZXNwb25zZRIoCgdhcGlfa2V5GAEgASgLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleSLMAQoTVXBkYXRlQXBpS2V5UmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJEiEKFHNwZW5kX2NhcF91c2RfbWljcm9zGAIgASgDSACIAQESHgoRdG9rZW5zX3Blcl9taW51dGUYAyABKA1IAYgBARIvCgt1cGRhdGVfbWFzaxgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCFwoVX3NwZW5kX2NhcF91c2RfbWljcm9zQhQKEl90b2tlbnNfcGVyX21pbnV0ZSJAChRVcGRhdGVBcGlLZXlSZXNwb25zZRIoCgdhcGlfa2V5GAEgASgLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleSLFAQoTUm90YXRlQXBpS2V5UmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJEi8KDGdyYWNlX3BlcmlvZBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIxCgtleHBpcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIoCgN0dGwYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IAEIMCgpleHBpcmF0aW9uIlAKFFJvdGF0ZUFwaUtleVJlc3BvbnNlEigKB2FwaV9rZXkYASABKAsyFy5zbHVpY2UuYWRtaW4udjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSIoChJMaXN0QXBpS2V5c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJAChNMaXN0QXBpS2V5c1Jlc3BvbnNlEikKCGFwaV9rZXlzGAEgAygLMhcuc2x1aWNlLmFkbWluLnYxLkFwaUtleSLMAQoLVXNhZ2VSZWNvcmQSCgoCaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRISCgphcGlfa2V5X2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEhUKDXByb21wdF90b2tlbnMYBSABKAMSGQoRY29tcGxldGlvbl90b2tlbnMYBiABKAMSFwoPY29zdF91c2RfbWljcm9zGAcgASgDEi8KC2NyZWF0ZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChdMaXN0VXNhZ2VSZWNvcmRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImgKGExpc3RVc2FnZVJlY29yZHNSZXNwb25zZRIzCg11c2FnZV9yZWNvcmRzGAEgAygLMhwuc2x1aWNlLmFkbWluLnYxLlVzYWdlUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSImChVTZWFyY2hBY2NvdW50c1JlcXVlc3QSDQoFcXVlcnkYASABKAkiRAoWU2VhcmNoQWNjb3VudHNSZXNwb25zZRIqCghhY2NvdW50cxgBIAMoCzIYLnNsdWljZS5hZG1pbi52MS5BY2NvdW50IioKFEdldFNwZW5kQnlEYXlSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkiwwEKFUdldFNwZW5kQnlEYXlSZXNwb25zZRIOCgZwZXJpb2QYASABKAkSJwoEZGF5cxgCIAMoCzIZLnNsdWljZS5hZG1pbi52MS5EYXlTcGVuZBIhChRzcGVuZF9jYXBfdXNkX21pY3JvcxgDIAEoA0gAiAEBEhgKEHNwZW50X3VzZF9taWNyb3MYBCABKAMSGwoTcmVzZXJ2ZWRfdXNkX21pY3JvcxgFIAEoA0IXChVfc3BlbmRfY2FwX3VzZF9taWNyb3MiMgoIRGF5U3BlbmQSDAoEZGF0ZRgBIAEoCRIYChBzcGVudF91c2RfbWljcm9zGAIgASgDIm8KD1dlYmhvb2tFbmRwb2ludBIKCgJpZBgBIAEoCRILCgN1cmwYAiABKAkSEgoKYWNjb3VudF9pZBgDIAEoCRIvCgtjcmVhdGVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPwocQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVxdWVzdBILCgN1cmwYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCSJjCh1DcmVhdGVXZWJob29rRW5kcG9pbnRSZXNwb25zZRIyCghlbmRwb2ludBgBIAEoCzIgLnNsdWljZS5hZG1pbi52MS5XZWJob29rRW5kcG9pbnQSDgoGc2VjcmV0GAIgASgJIh0KG0xpc3RXZWJob29rRW5kcG9pbnRzUmVxdWVzdCJTChxMaXN0V2ViaG9va0VuZHBvaW50c1Jlc3BvbnNlEjMKCWVuZHBvaW50cxgBIAMoCzIgLnNsdWljZS5hZG1pbi52MS5XZWJob29rRW5kcG9pbnQiMwocRGVsZXRlV2ViaG9va0VuZHBvaW50UmVxdWVzdBITCgtlbmRwb2ludF9pZBgBIAEoCSIfCh1EZWxldGVXZWJob29rRW5kcG9pbnRSZXNwb25zZSJGChxMaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBSJVCh1MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXNwb25zZRI0CgpkZWxpdmVyaWVzGAEgAygLMiAuc2x1aWNlLmFkbWluLnYxLldlYmhvb2tEZWxpdmVyeSLdAgoPV2ViaG9va0RlbGl2ZXJ5EhAKCGV2ZW50X2lkGAEgASgJEhIKCmV2ZW50X3R5cGUYAiABKAkSEwoLZW5kcG9pbnRfaWQYAyABKAkSNgoGc3RhdHVzGAQgASgOMiYuc2x1aWNlLmFkbWluLnYxLldlYmhvb2tEZWxpdmVyeVN0YXR1cxIQCghhdHRlbXB0cxgFIAEoBRIYChBsYXN0X2h0dHBfc3RhdHVzGAYgASgFEhIKCmxhc3RfZXJyb3IYByABKAkSNQoRbmV4dF9hdHRlbXB0X3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqYQoNUGF5bWVudFN0YXR1cxIeChpQQVlNRU5UX1NUQVRVU19VTlNQRUNJRklFRBAAEhUKEVBBWU1FTlRfU1RBVFVTX09LEAESGQoVUEFZTUVOVF9TVEFUVVNfRkFJTEVEEAIqewoSU3Vic2NyaXB0aW9uU3RhdHVzEiMKH1NVQlNDUklQVElPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIeChpTVUJTQ1JJUFRJT05fU1RBVFVTX0FDVElWRRABEiAKHFNVQlNDUklQVElPTl9TVEFUVVNfQ0FOQ0VMRUQQAiqwAQoVV2ViaG9va0RlbGl2ZXJ5U3RhdHVzEicKI1dFQkhPT0tfREVMSVZFUllfU1RBVFVTX1VOU1BFQ0lGSUVEEAASIwofV0VCSE9PS19ERUxJVkVSWV9TVEFUVVNfUEVORElORxABEiUKIVdFQkhPT0tfREVMSVZFUllfU1RBVFVTX0RFTElWRVJFRBACEiIKHldFQkhPT0tfREVMSVZFUllfU1RBVFVTX0ZBSUxFRBADMvwLCgxBZG1pblNlcnZpY2USXgoNQ3JlYXRlQWNjb3VudBIlLnNsdWljZS5hZG1pbi52MS5DcmVhdGVBY2NvdW50UmVxdWVzdBomLnNsdWljZS5hZG1pbi52MS5DcmVhdGVBY2NvdW50UmVzcG9uc2USVQoKR2V0QWNjb3VudBIiLnNsdWljZS5hZG1pbi52MS5HZXRBY2NvdW50UmVxdWVzdBojLnNsdWljZS5hZG1pbi52MS5HZXRBY2NvdW50UmVzcG9uc2USXgoNVXBkYXRlQWNjb3VudBIlLnNsdWljZS5hZG1pbi52MS5VcGRhdGVBY2NvdW50UmVxdWVzdBomLnNsdWljZS5hZG1pbi52MS5VcGRhdGVBY2NvdW50UmVzcG9uc2USWwoMQ3JlYXRlQXBpS2V5EiQuc2x1aWNlLmFkbWluLnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaJS5zbHVpY2UuYWRtaW4udjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USWwoMUmV2b2tlQXBpS2V5EiQuc2x1aWNlLmFkbWluLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaJS5zbHVpY2UuYWRtaW4udjEuUmV2b2tlQXBpS2V5UmVzcG9uc2USWwoMVXBkYXRlQXBpS2V5EiQuc2x1aWNlLmFkbWluLnYxLlVwZGF0ZUFwaUtleVJlcXVlc3QaJS5zbHVpY2UuYWRtaW4udjEuVXBkYXRlQXBpS2V5UmVzcG9uc2USWwoMUm90YXRlQXBpS2V5EiQuc2x1aWNlLmFkbWluLnYxLlJvdGF0ZUFwaUtleVJlcXVlc3QaJS5zbHVpY2UuYWRtaW4udjEuUm90YXRlQXBpS2V5UmVzcG9uc2USWAoLTGlzdEFwaUtleXMSIy5zbHVpY2UuYWRtaW4udjEuTGlzdEFwaUtleXNSZXF1ZXN0GiQuc2x1aWNlLmFkbWluLnYxLkxpc3RBcGlLZXlzUmVzcG9uc2USZwoQTGlzdFVzYWdlUmVjb3JkcxIoLnNsdWljZS5hZG1pbi52MS5MaXN0VXNhZ2VSZWNvcmRzUmVxdWVzdBopLnNsdWljZS5hZG1pbi52MS5MaXN0VXNhZ2VSZWNvcmRzUmVzcG9uc2USYQoOU2VhcmNoQWNjb3VudHMSJi5zbHVpY2UuYWRtaW4udjEuU2VhcmNoQWNjb3VudHNSZXF1ZXN0Gicuc2x1aWNlLmFkbWluLnYxLlNlYXJjaEFjY291bnRzUmVzcG9uc2USXgoNR2V0U3BlbmRCeURheRIlLnNsdWljZS5hZG1pbi52MS5HZXRTcGVuZEJ5RGF5UmVxdWVzdBomLnNsdWljZS5hZG1pbi52MS5HZXRTcGVuZEJ5RGF5UmVzcG9uc2USdgoVQ3JlYXRlV2ViaG9va0VuZHBvaW50Ei0uc2x1aWNlLmFkbWluLnYxLkNyZWF0ZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QaLi5zbHVpY2UuYWRtaW4udjEuQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2UScwoUTGlzdFdlYmhvb2tFbmRwb2ludHMSLC5zbHVpY2UuYWRtaW4udjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXF1ZXN0Gi0uc2x1aWNlLmFkbWluLnYxLkxpc3RXZWJob29rRW5kcG9pbnRzUmVzcG9uc2USdgoVRGVsZXRlV2ViaG9va0VuZHBvaW50Ei0uc2x1aWNlLmFkbWluLnYxLkRlbGV0ZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QaLi5zbHVpY2UuYWRtaW4udjEuRGVsZXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2USdgoVTGlzdFdlYmhvb2tEZWxpdmVyaWVzEi0uc2x1aWNlLmFkbWluLnYxLkxpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QaLi5zbHVpY2UuYWRtaW4udjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Account is a billed customer.
@@ -985,6 +985,309 @@ export const DaySpendSchema: GenMessage<DaySpend> = /*@__PURE__*/
   messageDesc(file_sluice_admin_v1_admin_service, 25);
 
 /**
+ * WebhookEndpoint is a URL that receives spend alerts, signed per the Standard Webhooks specification.
+ *
+ * @generated from message sluice.admin.v1.WebhookEndpoint
+ */
+export type WebhookEndpoint = Message<"sluice.admin.v1.WebhookEndpoint"> & {
+  /**
+   * The endpoint id, whe_ and 32 hex digits.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The http or https URL each alert is POSTed to.
+   *
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * The account whose alerts it receives; empty for every account's.
+   *
+   * @generated from field: string account_id = 3;
+   */
+  accountId: string;
+
+  /**
+   * When the endpoint was created.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 4;
+   */
+  createTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message sluice.admin.v1.WebhookEndpoint.
+ * Use `create(WebhookEndpointSchema)` to create a new message.
+ */
+export const WebhookEndpointSchema: GenMessage<WebhookEndpoint> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 26);
+
+/**
+ * CreateWebhookEndpointRequest describes the endpoint to register.
+ *
+ * @generated from message sluice.admin.v1.CreateWebhookEndpointRequest
+ */
+export type CreateWebhookEndpointRequest = Message<"sluice.admin.v1.CreateWebhookEndpointRequest"> & {
+  /**
+   * The http or https URL to POST alerts to.
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * The account whose alerts it receives; empty for every account's.
+   *
+   * @generated from field: string account_id = 2;
+   */
+  accountId: string;
+};
+
+/**
+ * Describes the message sluice.admin.v1.CreateWebhookEndpointRequest.
+ * Use `create(CreateWebhookEndpointRequestSchema)` to create a new message.
+ */
+export const CreateWebhookEndpointRequestSchema: GenMessage<CreateWebhookEndpointRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 27);
+
+/**
+ * CreateWebhookEndpointResponse returns the endpoint and, this once, its secret.
+ *
+ * @generated from message sluice.admin.v1.CreateWebhookEndpointResponse
+ */
+export type CreateWebhookEndpointResponse = Message<"sluice.admin.v1.CreateWebhookEndpointResponse"> & {
+  /**
+   * The endpoint as stored.
+   *
+   * @generated from field: sluice.admin.v1.WebhookEndpoint endpoint = 1;
+   */
+  endpoint?: WebhookEndpoint | undefined;
+
+  /**
+   * The signing secret, whsec_ and base64 of 32 random bytes; shown only here.
+   *
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message sluice.admin.v1.CreateWebhookEndpointResponse.
+ * Use `create(CreateWebhookEndpointResponseSchema)` to create a new message.
+ */
+export const CreateWebhookEndpointResponseSchema: GenMessage<CreateWebhookEndpointResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 28);
+
+/**
+ * ListWebhookEndpointsRequest asks for every webhook endpoint.
+ *
+ * @generated from message sluice.admin.v1.ListWebhookEndpointsRequest
+ */
+export type ListWebhookEndpointsRequest = Message<"sluice.admin.v1.ListWebhookEndpointsRequest"> & {
+};
+
+/**
+ * Describes the message sluice.admin.v1.ListWebhookEndpointsRequest.
+ * Use `create(ListWebhookEndpointsRequestSchema)` to create a new message.
+ */
+export const ListWebhookEndpointsRequestSchema: GenMessage<ListWebhookEndpointsRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 29);
+
+/**
+ * ListWebhookEndpointsResponse lists the webhook endpoints.
+ *
+ * @generated from message sluice.admin.v1.ListWebhookEndpointsResponse
+ */
+export type ListWebhookEndpointsResponse = Message<"sluice.admin.v1.ListWebhookEndpointsResponse"> & {
+  /**
+   * The endpoints, oldest first.
+   *
+   * @generated from field: repeated sluice.admin.v1.WebhookEndpoint endpoints = 1;
+   */
+  endpoints: WebhookEndpoint[];
+};
+
+/**
+ * Describes the message sluice.admin.v1.ListWebhookEndpointsResponse.
+ * Use `create(ListWebhookEndpointsResponseSchema)` to create a new message.
+ */
+export const ListWebhookEndpointsResponseSchema: GenMessage<ListWebhookEndpointsResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 30);
+
+/**
+ * DeleteWebhookEndpointRequest names the endpoint to delete.
+ *
+ * @generated from message sluice.admin.v1.DeleteWebhookEndpointRequest
+ */
+export type DeleteWebhookEndpointRequest = Message<"sluice.admin.v1.DeleteWebhookEndpointRequest"> & {
+  /**
+   * The endpoint id.
+   *
+   * @generated from field: string endpoint_id = 1;
+   */
+  endpointId: string;
+};
+
+/**
+ * Describes the message sluice.admin.v1.DeleteWebhookEndpointRequest.
+ * Use `create(DeleteWebhookEndpointRequestSchema)` to create a new message.
+ */
+export const DeleteWebhookEndpointRequestSchema: GenMessage<DeleteWebhookEndpointRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 31);
+
+/**
+ * DeleteWebhookEndpointResponse confirms the deletion.
+ *
+ * @generated from message sluice.admin.v1.DeleteWebhookEndpointResponse
+ */
+export type DeleteWebhookEndpointResponse = Message<"sluice.admin.v1.DeleteWebhookEndpointResponse"> & {
+};
+
+/**
+ * Describes the message sluice.admin.v1.DeleteWebhookEndpointResponse.
+ * Use `create(DeleteWebhookEndpointResponseSchema)` to create a new message.
+ */
+export const DeleteWebhookEndpointResponseSchema: GenMessage<DeleteWebhookEndpointResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 32);
+
+/**
+ * ListWebhookDeliveriesRequest names the endpoint whose deliveries to list.
+ *
+ * @generated from message sluice.admin.v1.ListWebhookDeliveriesRequest
+ */
+export type ListWebhookDeliveriesRequest = Message<"sluice.admin.v1.ListWebhookDeliveriesRequest"> & {
+  /**
+   * The endpoint id.
+   *
+   * @generated from field: string endpoint_id = 1;
+   */
+  endpointId: string;
+
+  /**
+   * The largest number of deliveries to return; 0 means the default of 50, and at most 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+};
+
+/**
+ * Describes the message sluice.admin.v1.ListWebhookDeliveriesRequest.
+ * Use `create(ListWebhookDeliveriesRequestSchema)` to create a new message.
+ */
+export const ListWebhookDeliveriesRequestSchema: GenMessage<ListWebhookDeliveriesRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 33);
+
+/**
+ * ListWebhookDeliveriesResponse lists an endpoint's deliveries.
+ *
+ * @generated from message sluice.admin.v1.ListWebhookDeliveriesResponse
+ */
+export type ListWebhookDeliveriesResponse = Message<"sluice.admin.v1.ListWebhookDeliveriesResponse"> & {
+  /**
+   * The deliveries, newest first.
+   *
+   * @generated from field: repeated sluice.admin.v1.WebhookDelivery deliveries = 1;
+   */
+  deliveries: WebhookDelivery[];
+};
+
+/**
+ * Describes the message sluice.admin.v1.ListWebhookDeliveriesResponse.
+ * Use `create(ListWebhookDeliveriesResponseSchema)` to create a new message.
+ */
+export const ListWebhookDeliveriesResponseSchema: GenMessage<ListWebhookDeliveriesResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 34);
+
+/**
+ * WebhookDelivery is one event's delivery to one endpoint, with its attempts so far.
+ *
+ * @generated from message sluice.admin.v1.WebhookDelivery
+ */
+export type WebhookDelivery = Message<"sluice.admin.v1.WebhookDelivery"> & {
+  /**
+   * The event id: the webhook-id header of every attempt.
+   *
+   * @generated from field: string event_id = 1;
+   */
+  eventId: string;
+
+  /**
+   * The event type, such as "spend.threshold_crossed".
+   *
+   * @generated from field: string event_type = 2;
+   */
+  eventType: string;
+
+  /**
+   * The endpoint it is delivered to.
+   *
+   * @generated from field: string endpoint_id = 3;
+   */
+  endpointId: string;
+
+  /**
+   * Where the delivery stands.
+   *
+   * @generated from field: sluice.admin.v1.WebhookDeliveryStatus status = 4;
+   */
+  status: WebhookDeliveryStatus;
+
+  /**
+   * The attempts made so far.
+   *
+   * @generated from field: int32 attempts = 5;
+   */
+  attempts: number;
+
+  /**
+   * The HTTP status of the last attempt; 0 when it got none (a timeout, a refused connection).
+   *
+   * @generated from field: int32 last_http_status = 6;
+   */
+  lastHttpStatus: number;
+
+  /**
+   * What went wrong with the last attempt; empty after a success.
+   *
+   * @generated from field: string last_error = 7;
+   */
+  lastError: string;
+
+  /**
+   * When the next attempt is due; set while the delivery is pending.
+   *
+   * @generated from field: google.protobuf.Timestamp next_attempt_time = 8;
+   */
+  nextAttemptTime?: Timestamp | undefined;
+
+  /**
+   * When the event was fanned out to this endpoint.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 9;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * When the last attempt was recorded.
+   *
+   * @generated from field: google.protobuf.Timestamp update_time = 10;
+   */
+  updateTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message sluice.admin.v1.WebhookDelivery.
+ * Use `create(WebhookDeliverySchema)` to create a new message.
+ */
+export const WebhookDeliverySchema: GenMessage<WebhookDelivery> = /*@__PURE__*/
+  messageDesc(file_sluice_admin_v1_admin_service, 35);
+
+/**
  * PaymentStatus says whether the account's last invoice was paid.
  *
  * @generated from enum sluice.admin.v1.PaymentStatus
@@ -1065,6 +1368,54 @@ export type SubscriptionStatus = (typeof SubscriptionStatus)[keyof typeof Subscr
  */
 export const SubscriptionStatusSchema: GenEnum<SubscriptionStatus> = /*@__PURE__*/
   enumDesc(file_sluice_admin_v1_admin_service, 1);
+
+/**
+ * WebhookDeliveryStatus says where a delivery stands.
+ *
+ * @generated from enum sluice.admin.v1.WebhookDeliveryStatus
+ */
+export const WebhookDeliveryStatus = {
+  /**
+   * Not set; never sent.
+   *
+   * @generated from enum value: WEBHOOK_DELIVERY_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED: 0,
+
+  /**
+   * Not delivered yet: an attempt is due at next_attempt_time.
+   *
+   * @generated from enum value: WEBHOOK_DELIVERY_STATUS_PENDING = 1;
+   */
+  PENDING: 1,
+
+  /**
+   * An attempt got a 2xx answer.
+   *
+   * @generated from enum value: WEBHOOK_DELIVERY_STATUS_DELIVERED = 2;
+   */
+  DELIVERED: 2,
+
+  /**
+   * Every attempt failed; no more are made.
+   *
+   * @generated from enum value: WEBHOOK_DELIVERY_STATUS_FAILED = 3;
+   */
+  FAILED: 3,
+} as const;
+
+/**
+ * WebhookDeliveryStatus says where a delivery stands.
+ *
+ * @generated from enum sluice.admin.v1.WebhookDeliveryStatus
+ */
+export type WebhookDeliveryStatus = (typeof WebhookDeliveryStatus)[keyof typeof WebhookDeliveryStatus] | UnknownEnum;
+
+/**
+ * Describes the enum sluice.admin.v1.WebhookDeliveryStatus.
+ */
+export const WebhookDeliveryStatusSchema: GenEnum<WebhookDeliveryStatus> = /*@__PURE__*/
+  enumDesc(file_sluice_admin_v1_admin_service, 2);
 
 /**
  * AdminService manages accounts and API keys; it requires the SLUICE_ADMIN_TOKEN bearer.
@@ -1183,6 +1534,47 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof GetSpendByDayRequestSchema;
     output: typeof GetSpendByDayResponseSchema;
+  },
+  /**
+   * CreateWebhookEndpoint registers a URL that receives spend alerts (spend.threshold_crossed) and
+   * returns its signing secret, exactly once.
+   *
+   * @generated from rpc sluice.admin.v1.AdminService.CreateWebhookEndpoint
+   */
+  createWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof CreateWebhookEndpointRequestSchema;
+    output: typeof CreateWebhookEndpointResponseSchema;
+  },
+  /**
+   * ListWebhookEndpoints lists every webhook endpoint, without their secrets.
+   *
+   * @generated from rpc sluice.admin.v1.AdminService.ListWebhookEndpoints
+   */
+  listWebhookEndpoints: {
+    methodKind: "unary";
+    input: typeof ListWebhookEndpointsRequestSchema;
+    output: typeof ListWebhookEndpointsResponseSchema;
+  },
+  /**
+   * DeleteWebhookEndpoint deletes an endpoint; its deliveries still pending are dropped.
+   *
+   * @generated from rpc sluice.admin.v1.AdminService.DeleteWebhookEndpoint
+   */
+  deleteWebhookEndpoint: {
+    methodKind: "unary";
+    input: typeof DeleteWebhookEndpointRequestSchema;
+    output: typeof DeleteWebhookEndpointResponseSchema;
+  },
+  /**
+   * ListWebhookDeliveries lists an endpoint's most recent deliveries with their status.
+   *
+   * @generated from rpc sluice.admin.v1.AdminService.ListWebhookDeliveries
+   */
+  listWebhookDeliveries: {
+    methodKind: "unary";
+    input: typeof ListWebhookDeliveriesRequestSchema;
+    output: typeof ListWebhookDeliveriesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sluice_admin_v1_admin_service, 0);
