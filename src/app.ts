@@ -7,7 +7,7 @@ import { Health } from "../gen/grpc/health/v1/health_pb.ts";
 import { CompletionService } from "../gen/sluice/completion/v1/completion_service_pb.ts";
 import { IdentityService } from "../gen/sluice/identity/v1/identity_service_pb.ts";
 import { ConfigError, type Config } from "./config/index.ts";
-import { createConnectProxy } from "./edge/connect-proxy.ts";
+import { ADMIN_SERVICE, createConnectProxy, PUBLIC_SERVICES } from "./edge/connect-proxy.ts";
 import { CONSOLE_DIST, loadConsoleAssets } from "./edge/console-assets.ts";
 import { createErrorDocs } from "./edge/error-docs.ts";
 import { createEdge } from "./edge/index.ts";
@@ -285,7 +285,11 @@ export async function startApp(config: Config, options: AppOptions): Promise<App
   const publicUrl = config.SLUICE_PUBLIC_URL ?? `http://localhost:${new URL(edgeUrl).port}`;
   const links = { publicUrl };
   // Console calls reach the core through the same port and interceptors as any other caller.
-  const proxy = createConnectProxy({ coreUrl: config.CORE_URL ?? (coreUrl as string), logger: options.logger });
+  const proxy = createConnectProxy({
+    coreUrl: config.CORE_URL ?? (coreUrl as string),
+    logger: options.logger,
+    services: PUBLIC_SERVICES.filter((s) => config.SLUICE_PUBLIC_ADMIN === "on" || s !== ADMIN_SERVICE),
+  });
   closers.push(async () => proxy.close());
   const consoleAssets = loadConsoleAssets();
   if (consoleAssets.files === 0) options.logger.warn("console not built: /console answers 503", { dir: CONSOLE_DIST });

@@ -216,3 +216,20 @@ describe("the public port of an edge-only process", () => {
     }
   });
 });
+
+describe("SLUICE_PUBLIC_ADMIN=off", () => {
+  let app: TestApp;
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it("keeps Admin off the public port, and on the core port", async () => {
+    app = await startTestApp({ SLUICE_PUBLIC_ADMIN: "off" });
+    const { apiKey, accountId } = await app.newAccount();
+    const { code } = await failure(webClients(app.edgeUrl, ADMIN_TOKEN).admin.searchAccounts({ query: accountId }));
+    expect(code).toBe(Code.Unimplemented);
+    expect((await webClients(app.edgeUrl, apiKey).identity.getCaller({})).id).toBe(accountId);
+    const found = await app.admin.searchAccounts({ query: accountId }, { headers: app.adminHeaders });
+    expect(found.accounts.map((a) => a.id)).toEqual([accountId]);
+  });
+});

@@ -85,6 +85,7 @@ export function describeError(err: unknown): string {
     return "Cannot reach the Sluice server: check your connection, or see the Status page.";
   }
   if (err.code === Code.DeadlineExceeded) return "The server took too long to answer. Try again.";
-  if (err.code === Code.Unimplemented) return "This server does not offer this call (it may run an older Sluice).";
+  if (err.code === Code.Unimplemented)
+    return "This server does not offer this call here: it may run an older Sluice, or keep the Admin API off this port.";
   return `The request failed (${Code[err.code]}): ${err.rawMessage}`;
 }

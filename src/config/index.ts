@@ -139,6 +139,13 @@ export const configSchema = z.object({
       "The URL callers reach Sluice at: the base of the console and of every error's docs_url, " +
         "resolution_url and portal_url. Default http://localhost:<PORT>.",
     ),
+  SLUICE_PUBLIC_ADMIN: z
+    .enum(["on", "off"])
+    .default("on")
+    .describe(
+      "Whether the public port forwards the Admin API (the console's operator pages) to the core; " +
+        "off keeps Admin on the core port only.",
+    ),
   SLUICE_LOG: z
     .enum(["debug", "info", "warn", "error", "silent"])
     .default("info")

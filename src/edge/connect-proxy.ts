@@ -16,6 +16,9 @@ export const PUBLIC_SERVICES = [
   "sluice.admin.v1.AdminService",
 ] as const;
 
+/** The one public service an operator may keep off the public port (`SLUICE_PUBLIC_ADMIN=off`). */
+export const ADMIN_SERVICE: (typeof PUBLIC_SERVICES)[number] = "sluice.admin.v1.AdminService";
+
 /** Headers that belong to one hop, never forwarded in either direction (RFC 9110 §7.6.1, RFC 9113 §8.2.2). */
 const HOP_BY_HOP = new Set([
   "connection",
@@ -69,8 +72,13 @@ function writeUnavailable(res: ServerResponse): void {
  * `coreUrl`, reopened when it closes. It works the same in one process (the core's own port)
  * and in a split deployment (`CORE_URL`), and it buffers nothing: bodies flow with backpressure.
  */
-export function createConnectProxy(deps: { coreUrl: string; logger: Logger }): ConnectProxy {
-  const prefixes = PUBLIC_SERVICES.map((s) => `/${s}/`);
+export function createConnectProxy(deps: {
+  coreUrl: string;
+  logger: Logger;
+  /** The services forwarded; all of `PUBLIC_SERVICES` unless the operator keeps Admin off this port. */
+  services?: readonly string[];
+}): ConnectProxy {
+  const prefixes = (deps.services ?? PUBLIC_SERVICES).map((s) => `/${s}/`);
   let session: ClientHttp2Session | undefined;
   const connect = (): ClientHttp2Session => {
     if (session && !session.closed && !session.destroyed) return session;

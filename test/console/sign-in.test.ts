@@ -150,3 +150,27 @@ describe("signing in where the Admin API is off", () => {
     await page.getByRole("alert").getByText("The Admin API is off on this server").waitFor();
   });
 });
+
+describe("signing in as operator where the public port keeps Admin off (SLUICE_PUBLIC_ADMIN=off)", () => {
+  let app: TestApp;
+  let browser: Browser;
+  beforeAll(async () => {
+    [app, browser] = await Promise.all([startTestApp({ SLUICE_PUBLIC_ADMIN: "off" }), launchBrowser()]);
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+  });
+
+  it("says the call is not offered on this port, while a key still signs in", async () => {
+    const page = await openPage(browser);
+    await page.goto(consoleUrl(app));
+    await page.getByLabel("API key or admin token").fill(ADMIN_TOKEN);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("alert").getByText("keep the Admin API off this port").waitFor();
+    const { apiKey } = await app.newAccount();
+    await page.getByLabel("API key or admin token").fill(apiKey);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { level: 1, name: "Billing" }).waitFor();
+  });
+});
