@@ -86,6 +86,6 @@ export function describeError(err: unknown): string {
   }
   if (err.code === Code.DeadlineExceeded) return "The server took too long to answer. Try again.";
   if (err.code === Code.Unimplemented)
-    return "This server does not offer this call here: it may run an older Sluice, or keep the Admin API off this port.";
+    return "This server does not offer this call here (an older Sluice, or the Admin API kept off this port).";
   return `The request failed (${Code[err.code]}): ${err.rawMessage}`;
 }

@@ -167,7 +167,7 @@ describe("signing in as operator where the public port keeps Admin off (SLUICE_P
     await page.goto(consoleUrl(app));
     await page.getByLabel("API key or admin token").fill(ADMIN_TOKEN);
     await page.getByRole("button", { name: "Sign in" }).click();
-    await page.getByRole("alert").getByText("keep the Admin API off this port").waitFor();
+    await page.getByRole("alert").getByText("the Admin API kept off this port").waitFor();
     const { apiKey } = await app.newAccount();
     await page.getByLabel("API key or admin token").fill(apiKey);
     await page.getByRole("button", { name: "Sign in" }).click();
