@@ -2,7 +2,7 @@ import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { probeSecrets, type Round, within } from "./support/key-probes.ts";
 import { startRedisServer, type RedisServer } from "./support/redis-server.ts";
-import { adminOf, spawnSluice, type AdminHandle, type SluiceProcess } from "./support/sluice-process.ts";
+import { adminOf, spawnFleet, type AdminHandle, type SluiceProcess } from "./support/sluice-process.ts";
 
 /**
  * Issue 11, key rotation across processes: three `node src/main.ts` processes on one
@@ -25,20 +25,7 @@ let admin: AdminHandle;
 
 beforeAll(async () => {
   redis = await startRedisServer();
-  const env = {
-    PORT: "0",
-    GRPC_PORT: "0",
-    METRICS_PORT: "0",
-    HOST: "127.0.0.1",
-    REDIS_URL: redis.url,
-    SLUICE_ADMIN_TOKEN: ADMIN_TOKEN,
-    SLUICE_LOG: "warn",
-    SLUICE_DEV_BOOTSTRAP: "off",
-  };
-  const started = await Promise.allSettled(Array.from({ length: PROCESSES }, () => spawnSluice(env)));
-  for (const s of started) if (s.status === "fulfilled") procs.push(s.value);
-  const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
-  if (failed) throw failed.reason;
+  procs.push(...(await spawnFleet({ count: PROCESSES, redisUrl: redis.url, adminToken: ADMIN_TOKEN })));
   admin = adminOf(procs[0]?.coreUrl ?? "", ADMIN_TOKEN);
 }, 60_000);
 

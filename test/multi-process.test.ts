@@ -5,7 +5,7 @@ import { expectStructured } from "./support/envelopes.ts";
 import { balanceOf, usageRecordsOf } from "./support/ledger.ts";
 import { tryJson } from "./support/http.ts";
 import { startRedisServer, type RedisServer } from "./support/redis-server.ts";
-import { adminOf, spawnSluice, type AdminHandle, type SluiceProcess } from "./support/sluice-process.ts";
+import { adminOf, spawnFleet, type AdminHandle, type SluiceProcess } from "./support/sluice-process.ts";
 import { WebhookDeliveryStatus } from "../gen/sluice/admin/v1/admin_service_pb.ts";
 import { startWebhookReceiver } from "../src/testing/webhook-receiver.ts";
 import { idsByLabel, reached } from "./support/webhooks.ts";
@@ -30,24 +30,17 @@ let admin: AdminHandle;
 
 beforeAll(async () => {
   redis = await startRedisServer();
-  const env = {
-    PORT: "0",
-    GRPC_PORT: "0",
-    METRICS_PORT: "0",
-    HOST: "127.0.0.1",
-    REDIS_URL: redis.url,
-    SLUICE_ADMIN_TOKEN: ADMIN_TOKEN,
-    SLUICE_LOG: "warn",
-    SLUICE_DEV_BOOTSTRAP: "off",
-    // This suite is about the billing invariants under contention: four servers, Redis and the
-    // load share two cores, and a 503 from a starved moment would only be noise here. Stalls
-    // and their 503s are tested in redis-frozen.test.ts.
-    SLUICE_STORE_TIMEOUT_MS: "3000",
-  };
-  const started = await Promise.allSettled(Array.from({ length: PROCESSES }, () => spawnSluice(env)));
-  for (const s of started) if (s.status === "fulfilled") procs.push(s.value);
-  const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
-  if (failed) throw failed.reason;
+  procs.push(
+    ...(await spawnFleet({
+      count: PROCESSES,
+      redisUrl: redis.url,
+      adminToken: ADMIN_TOKEN,
+      // This suite is about the billing invariants under contention: four servers, Redis and the
+      // load share two cores, and a 503 from a starved moment would only be noise here. Stalls
+      // and their 503s are tested in redis-frozen.test.ts.
+      env: { SLUICE_STORE_TIMEOUT_MS: "3000" },
+    })),
+  );
   raw = new Redis(redis.url);
   admin = adminOf(procs[0]?.coreUrl ?? "", ADMIN_TOKEN);
 }, 60_000);

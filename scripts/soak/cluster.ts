@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort, pingRedis } from "../../test/support/redis-server.ts";
+import { freePort, pingRedis, redisServerArgs } from "../../test/support/redis-server.ts";
 import { managedChild, type ManagedChild } from "./child.ts";
 import { SluiceLogs } from "./sluice-logs.ts";
 
@@ -104,24 +104,7 @@ export async function startCluster(seed: number, sluiceCount = 4): Promise<Clust
     const redis = managedChild({
       name: "redis",
       command: "redis-server",
-      args: [
-        "--port",
-        String(redisPort),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--dir",
-        redisDir,
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--daemonize",
-        "no",
-        "--loglevel",
-        "warning",
-      ],
+      args: redisServerArgs({ port: redisPort, dir: redisDir, appendonly: true }),
       readyProbe: () => pingRedis(redisPort),
     });
     started.push(redis);

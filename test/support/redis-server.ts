@@ -48,6 +48,32 @@ export function pingRedis(port: number): Promise<boolean> {
 }
 
 /**
+ * The command line of a loopback redis-server on `port` keeping its files in `dir`: no RDB
+ * snapshots, the append-only file when asked (fsync on every write, so a SIGKILL loses nothing
+ * acknowledged), in the foreground, warnings only. The tests and the soak start theirs alike.
+ */
+export function redisServerArgs(options: { port: number; dir: string; appendonly: boolean }): string[] {
+  return [
+    "--port",
+    String(options.port),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--dir",
+    options.dir,
+    "--appendonly",
+    options.appendonly ? "yes" : "no",
+    "--appendfsync",
+    "always",
+    "--daemonize",
+    "no",
+    "--loglevel",
+    "warning",
+  ];
+}
+
+/**
  * Spawns `redis-server` on a free port. Fails loudly when the binary is missing: Redis suites
  * must never skip quietly (`.ci/run` installs it with apt).
  */
@@ -64,22 +90,7 @@ export async function startRedisServer(
   const dir = mkdtempSync(join(tmpdir(), "sluice-redis-"));
   let child: ChildProcess | undefined;
   const args = [
-    "--port",
-    String(port),
-    "--bind",
-    "127.0.0.1",
-    "--save",
-    "",
-    "--dir",
-    dir,
-    "--appendonly",
-    options.appendonly ? "yes" : "no",
-    "--appendfsync",
-    "always",
-    "--daemonize",
-    "no",
-    "--loglevel",
-    "warning",
+    ...redisServerArgs({ port, dir, appendonly: options.appendonly === true }),
     ...(options.cluster ? ["--cluster-enabled", "yes", "--cluster-config-file", join(dir, "nodes.conf")] : []),
   ];
 

@@ -124,6 +124,38 @@ export function spawnSluice(env: Record<string, string>, timeoutMs = 20_000): Pr
 }
 
 /**
+ * Starts `count` Sluice processes on free ports, sharing the Redis at `redisUrl` and one admin
+ * token (no dev bootstrap, `warn` logs), with `env` over that: all or none. If one fails to
+ * start, those that did are stopped and its error is thrown.
+ */
+export async function spawnFleet(options: {
+  count: number;
+  redisUrl: string;
+  adminToken: string;
+  env?: Record<string, string>;
+}): Promise<SluiceProcess[]> {
+  const env = {
+    PORT: "0",
+    GRPC_PORT: "0",
+    METRICS_PORT: "0",
+    HOST: "127.0.0.1",
+    REDIS_URL: options.redisUrl,
+    SLUICE_ADMIN_TOKEN: options.adminToken,
+    SLUICE_LOG: "warn",
+    SLUICE_DEV_BOOTSTRAP: "off",
+    ...options.env,
+  };
+  const started = await Promise.allSettled(Array.from({ length: options.count }, () => spawnSluice(env)));
+  const procs = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) {
+    await Promise.all(procs.map((p) => p.stop()));
+    throw failed.reason;
+  }
+  return procs;
+}
+
+/**
  * Spawns the app of `slow-app-main.ts` (the slow test model, configured by `env` over the
  * current environment), for tests that crash a process mid-call. Its stdin is a pipe: it
  * exits when that closes, so a test runner that dies never leaves it behind.

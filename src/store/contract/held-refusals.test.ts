@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ReserveRequest } from "../store.ts";
-import { contractBackends, NOW, PERIOD, TTL, withAccount } from "./support.ts";
+import { contractBackends, NOW, TTL, withAccount } from "./support.ts";
 
 /**
  * Telling a refusal the period's spend causes (it lasts until the next period) from one that
@@ -62,16 +61,8 @@ describe.each(contractBackends())("Store contract: %s", (_name, makeStore) => {
     });
 
     it("answers the same in the admission step, and nothing for a request the rate limit refused", async () => {
-      const { store, acc, extend } = await withAccount(makeStore, 1_000);
+      const { store, acc, reserve, extend } = await withAccount(makeStore, 1_000);
       const key = { id: "k-held", accountId: acc.id, rateLimitRps: 1, burst: 1 };
-      const reserve = (id: string, minimum: number, maximum: number): ReserveRequest => ({
-        accountId: acc.id,
-        period: PERIOD,
-        reservationId: id,
-        minimum,
-        maximum,
-        ttlMs: TTL,
-      });
       expect(await extend("holder", 1, 950)).toBe(950);
       const held = await store.chargeRateLimit({ key, nowMs: NOW + 500, reserve: reserve("r1", 100, 900) });
       expect(held).toMatchObject({ allowed: true, granted: 0, heldByOthersMs: TTL - 500 });

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ReserveRequest } from "../store.ts";
-import { contractBackends, limited, NOW, PERIOD, TTL, withAccount } from "./support.ts";
+import { contractBackends, limited, NOW, withAccount } from "./support.ts";
 
 describe.each(contractBackends())("Store contract: %s", (_name, makeStore) => {
   describe("chargeRateLimit (GCRA)", () => {
@@ -20,16 +19,8 @@ describe.each(contractBackends())("Store contract: %s", (_name, makeStore) => {
     });
 
     it("takes an allowed call's reservation in the same step, and none for a refused one", async () => {
-      const { store, acc, balance } = await withAccount(makeStore, 1_000);
+      const { store, acc, reserve, balance } = await withAccount(makeStore, 1_000);
       const key = { id: "k-hold", accountId: acc.id, rateLimitRps: 1, burst: 1 };
-      const reserve = (id: string, minimum: number, maximum: number): ReserveRequest => ({
-        accountId: acc.id,
-        period: PERIOD,
-        reservationId: id,
-        minimum,
-        maximum,
-        ttlMs: TTL,
-      });
       const allowed = await store.chargeRateLimit({ key, nowMs: NOW, reserve: reserve("r1", 10, 600) });
       expect(allowed).toMatchObject({ allowed: true, granted: 600 });
       expect(await balance()).toEqual({ spentUsdMicros: 0, reservedUsdMicros: 600 });

@@ -5,7 +5,14 @@ import { startRedisServer, type RedisServer } from "../../../test/support/redis-
 import { createMemoryStore } from "../memory/index.ts";
 import { connectRedis } from "../redis/client.ts";
 import { createRedisStore } from "../redis/index.ts";
-import type { AccountRecord, ApiKeyRecord, ExtendReservationRequest, Store, UsageRecordRow } from "../store.ts";
+import type {
+  AccountRecord,
+  ApiKeyRecord,
+  ExtendReservationRequest,
+  ReserveRequest,
+  Store,
+  UsageRecordRow,
+} from "../store.ts";
 
 /**
  * The one contract every Store backend passes, shared by the files of `src/store/contract`.
@@ -112,23 +119,22 @@ export async function withAccount(makeStore: MakeStore, capUsdMicros: number | n
   const store = await makeStore();
   const acc = account(capUsdMicros === null ? {} : { spendCapUsdMicros: capUsdMicros });
   await store.createAccount(acc);
+  /** A reservation of this account in `PERIOD`, for `extendReservation` or an admission. */
+  const reserve = (reservationId: string, minimum: number, maximum: number): ReserveRequest => ({
+    accountId: acc.id,
+    period: PERIOD,
+    reservationId,
+    minimum,
+    maximum,
+    ttlMs: TTL,
+  });
   /** The whole answer of `extendReservation`, refusals' `heldByOthersMs` included. */
   const grant = (
     reservationId: string,
     minimum: number,
     maximum: number,
     extra: Partial<ExtendReservationRequest> = {},
-  ) =>
-    store.extendReservation({
-      accountId: acc.id,
-      period: PERIOD,
-      reservationId,
-      minimum,
-      maximum,
-      ttlMs: TTL,
-      nowMs: NOW,
-      ...extra,
-    });
+  ) => store.extendReservation({ ...reserve(reservationId, minimum, maximum), nowMs: NOW, ...extra });
   /** The micros `extendReservation` granted. */
   const extend = async (...args: Parameters<typeof grant>) => (await grant(...args)).granted;
   const balance = (nowMs = NOW, period = PERIOD) => store.balance({ accountId: acc.id, period, nowMs });
@@ -142,5 +148,5 @@ export async function withAccount(makeStore: MakeStore, capUsdMicros: number | n
       ...(withRecord && { record: { ...record(acc.id, reservationId), costUsdMicros: chargeUsdMicros } }),
     });
   const release = (reservationId: string) => store.release({ accountId: acc.id, period: PERIOD, reservationId });
-  return { store, acc, grant, extend, balance, settle, release };
+  return { store, acc, reserve, grant, extend, balance, settle, release };
 }
