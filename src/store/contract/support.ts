@@ -1,7 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { afterAll } from "vitest";
-import { startRedisCluster, type RedisCluster } from "../../../test/support/redis-cluster.ts";
-import { startRedisServer, type RedisServer } from "../../../test/support/redis-server.ts";
+import { redisBackends } from "../../../test/support/redis-backends.ts";
 import { createMemoryStore } from "../memory/index.ts";
 import { connectRedis } from "../redis/client.ts";
 import { createRedisStore } from "../redis/index.ts";
@@ -33,9 +31,7 @@ export type MakeStore = () => Store | Promise<Store>;
  * starts empty, and are closed after the file.
  */
 export function contractBackends(): [string, MakeStore][] {
-  let server: Promise<RedisServer> | undefined;
-  let cluster: Promise<RedisCluster> | undefined;
-  const opened: Store[] = [];
+  const { backends, stores } = redisBackends();
   const onRedis = async (url: string) => {
     const store = createRedisStore({
       redis: await connectRedis(url),
@@ -43,30 +39,12 @@ export function contractBackends(): [string, MakeStore][] {
       prefix: `t${randomUUID().slice(0, 8)}`,
       serverTime: false,
     });
-    opened.push(store);
+    stores.push(store);
     return store;
   };
-  afterAll(async () => {
-    await Promise.all(opened.map((s) => s.close()));
-    await (await server)?.close();
-    await (await cluster)?.close();
-  });
   return [
     ["memory", () => createMemoryStore()],
-    [
-      "redis",
-      async () => {
-        server ??= startRedisServer();
-        return onRedis((await server).url);
-      },
-    ],
-    [
-      "redis-cluster",
-      async () => {
-        cluster ??= startRedisCluster();
-        return onRedis((await cluster).url);
-      },
-    ],
+    ...backends.map(([name, urlOf]): [string, MakeStore] => [name, async () => onRedis(await urlOf())]),
   ];
 }
 

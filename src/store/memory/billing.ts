@@ -174,7 +174,10 @@ export function createMemoryBilling(deps: MemoryBillingDeps): MemoryBilling {
     keyLeft: number;
     keyLeftBySpend: number;
   }
-  const capRoom = (request: ReserveRequest, state: PeriodState | undefined): CapRoom => {
+  const capRoom = (
+    request: Pick<ReservationRef, "accountId" | "apiKeyId">,
+    state: PeriodState | undefined,
+  ): CapRoom => {
     const cap = accounts.get(request.accountId)?.spendCapUsdMicros ?? 0;
     const spent = state?.spent ?? 0;
     const keyCap = request.apiKeyId === undefined ? undefined : keys.get(request.apiKeyId)?.spendCapUsdMicros;
@@ -262,15 +265,10 @@ export function createMemoryBilling(deps: MemoryBillingDeps): MemoryBilling {
       dropHold(request, request.nowMs, request.usedTokens ?? Number.POSITIVE_INFINITY);
       const state = periodState(request.accountId, request.period);
       // Never past either cap, even for a call whose hold expired while it ran.
-      const cap = accounts.get(request.accountId)?.spendCapUsdMicros ?? 0;
-      let charge = Math.max(0, Math.min(request.chargeUsdMicros, cap - state.spent - held(state)));
+      const room = capRoom(request, state);
+      const charge = Math.max(0, Math.min(request.chargeUsdMicros, room.accountLeft, room.keyLeft));
       const keyId = request.apiKeyId;
-      if (keyId !== undefined) {
-        const keyCap = keys.get(keyId)?.spendCapUsdMicros;
-        const keySpent = state.keySpent.get(keyId) ?? 0;
-        if (keyCap !== undefined) charge = Math.max(0, Math.min(charge, keyCap - keySpent - held(state, keyId)));
-        if (charge > 0) state.keySpent.set(keyId, keySpent + charge);
-      }
+      if (keyId !== undefined && charge > 0) state.keySpent.set(keyId, (state.keySpent.get(keyId) ?? 0) + charge);
       state.spent += charge;
       if (charge > 0) {
         const day = dayInPeriod(request.nowMs, request.period);

@@ -46,7 +46,7 @@ export const CLOSED_KEEP_MS = 10 * 60_000;
  * A cap on closed ids besides their age, so a flood of calls cannot grow the store without
  * bound: a million is ten minutes of calls at about 1,700 per second, more than one process serves.
  */
-export const MAX_CLOSED_IDS = 1_000_000;
+const MAX_CLOSED_IDS = 1_000_000;
 
 /**
  * Rate-limit states are swept once there are this many, and then whenever their number has

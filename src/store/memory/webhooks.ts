@@ -60,7 +60,6 @@ export function createMemoryWebhooks(): MemoryWebhooks {
     },
     async deleteEndpoint(endpointId) {
       if (!endpoints.delete(endpointId)) return false;
-      for (const id of lists.get(endpointId) ?? []) entries.delete(entryKey(endpointId, id));
       for (const [key, e] of entries) if (e.delivery.endpointId === endpointId) entries.delete(key);
       lists.delete(endpointId);
       return true;

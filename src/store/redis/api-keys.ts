@@ -2,7 +2,7 @@ import type { ApiKeyRecord, KeyRotation, Store } from "../store.ts";
 import { copy, type TtlCache } from "./cache.ts";
 import type { RedisClient } from "./client.ts";
 import type { createKeys } from "./keys.ts";
-import { apiKeyFields, parseApiKey } from "./records.ts";
+import { apiKeyFields, parseApiKey, recordOf } from "./records.ts";
 import { createScript, UPDATE_IF_EXISTS } from "./scripts.ts";
 
 /**
@@ -44,13 +44,6 @@ export interface RedisApiKeyDeps {
   invalidate(message: string): Promise<void>;
   /** Runs store commands within the store's deadline (503 past it). */
   guarded<T>(operation: () => Promise<T>): Promise<T>;
-}
-
-/** Field name, value, name, value... as an object, for `parseApiKey`. */
-function fieldsOf(flat: string[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i] ?? ""] = flat[i + 1] ?? "";
-  return out;
 }
 
 /**
@@ -114,7 +107,7 @@ export function createRedisApiKeys(
           [keys.apiKey(accountId, apiKeyId)],
           [hash, prefix, gracePeriodMs, nowMs, expireTimeMs ?? ""],
         )) as string[];
-        const key = parseApiKey(apiKeyId, fieldsOf(fields));
+        const key = parseApiKey(apiKeyId, recordOf(fields));
         if (outcome !== "rotated") {
           await redis.del(keys.keyByHash(hash));
           return key && (outcome === "revoked" || outcome === "expired") ? { outcome, key } : undefined;

@@ -3,7 +3,7 @@ import { daySpends, periodBounds } from "../days.ts";
 import type { RedisClient } from "./client.ts";
 import { BILLING_KEYS, type BillingKeyName, CHARGE_RATE_LIMIT, RESERVE } from "./hold-scripts.ts";
 import type { createKeys } from "./keys.ts";
-import { usageFields } from "./records.ts";
+import { num, recordOf, usageFields } from "./records.ts";
 import { createScript } from "./scripts.ts";
 import { BALANCE, KEY_BALANCES, RELEASE, SETTLE } from "./settle-scripts.ts";
 
@@ -23,8 +23,6 @@ const scripts = {
   keyBalances: createScript(KEY_BALANCES),
 };
 
-const num = (value: unknown): number => Number(value ?? 0);
-
 /** A `Grant` from the reserve logic's three numbers: granted, held-by-others ms (0 for none), by the key's cap. */
 const grantOf = (granted: unknown, held: unknown, byKey: unknown): Grant => ({
   granted: num(granted),
@@ -43,10 +41,8 @@ const decisionOf = (r: unknown[], at: number): RateDecision => ({
 
 /** A flat field-value list (HGETALL in a script) as numbers by field. */
 const numbersByField = (flat: unknown): Map<string, number> => {
-  const list = Array.isArray(flat) ? flat.map(String) : [];
-  const out = new Map<string, number>();
-  for (let i = 0; i + 1 < list.length; i += 2) out.set(list[i] ?? "", num(list[i + 1]));
-  return out;
+  const fields = recordOf(Array.isArray(flat) ? flat.map(String) : null);
+  return new Map(Object.entries(fields).map(([field, value]) => [field, num(value)]));
 };
 
 /** What the billing methods share with the rest of the Redis store. */
@@ -112,10 +108,13 @@ export function createRedisBilling(
           key.tokensPerMinute ?? "",
           tokens ?? "",
         ];
-        // Without a hold, only the request rate and the token budget (the first two keys) are touched.
-        const names = billingKeys(key.accountId, reserve?.period ?? "", key.id);
+        // Without a hold, only the request rate and the token budget (`BILLING_KEYS`' first two) are
+        // touched: every keyed RPC that is not a chat call comes here, so it builds no other name.
+        const names = reserve
+          ? billingKeys(key.accountId, reserve.period, key.id)
+          : [keys.gcra(key.accountId, key.id), keys.tokens(key.accountId)];
         if (reserve) args.push(reserve.reservationId, reserve.minimum, reserve.maximum, reserve.ttlMs);
-        const r = (await scripts.chargeRateLimit.run(redis, reserve ? names : names.slice(0, 2), args)) as unknown[];
+        const r = (await scripts.chargeRateLimit.run(redis, names, args)) as unknown[];
         const budget = decisionOf(r, 8);
         return {
           ...decisionOf(r, 0),

@@ -1,3 +1,4 @@
+import { TOKEN_WINDOW_MS } from "../gcra.ts";
 import { NOW } from "./scripts.ts";
 
 /**
@@ -200,9 +201,9 @@ local allowed, newTat, remaining, reset, retry =
 local budget = {1, -1, 0, 0, 0}
 local tokenTat, perToken
 if tpm and want then
-  perToken = 60000 / tpm
+  perToken = ${TOKEN_WINDOW_MS} / tpm
   tokenTat = tonumber(redis.call('HGET', K.tokens, keyId) or '') or now
-  local ok, _, left, full = gcra(tokenTat, perToken, 60000, 0, now)
+  local ok, _, left, full = gcra(tokenTat, perToken, ${TOKEN_WINDOW_MS}, 0, now)
   budget = {ok, tpm, left, full, 0}
 end
 local function answer(granted, held, byKey)
@@ -214,7 +215,7 @@ if #KEYS <= 2 then return answer(0, 0, 0) end
 local take, after = '0 0 0', nil
 if perToken and want > 0 then
   local cost = math.min(want, tpm)
-  local ok, tat, left, full, wait = gcra(tokenTat, perToken, 60000, cost, now)
+  local ok, tat, left, full, wait = gcra(tokenTat, perToken, ${TOKEN_WINDOW_MS}, cost, now)
   if ok == 0 then
     budget = {0, tpm, left, full, wait}
     return answer(0, 0, 0)

@@ -9,7 +9,7 @@ import { backfillEmailIndex, type EmailBackfill } from "./email-index.ts";
 import { createKeys } from "./keys.ts";
 import { decodeStreamToken, encodeStreamToken } from "./stream-token.ts";
 import { createRedisKeyLimits } from "./key-limits.ts";
-import { accountFields, parseAccount, parseUsage } from "./records.ts";
+import { accountFields, num, parseAccount, parseUsage } from "./records.ts";
 import { createScript, UPDATE_IF_EXISTS } from "./scripts.ts";
 import { createRedisWebhooks } from "./webhooks.ts";
 
@@ -53,7 +53,6 @@ export interface RedisStore extends Store {
 
 const scripts = { updateIfExists: createScript(UPDATE_IF_EXISTS) };
 
-const num = (value: unknown): number => Number(value ?? 0);
 /**
  * The shared store: any number of Sluice processes on any number of machines share accounts,
  * keys, rate limits, holds, spend and usage records through one Redis (or Cluster). Each

@@ -1,5 +1,15 @@
 import type { AccountPatch, AccountRecord, ApiKeyRecord, UsageRecordRow } from "../store.ts";
 
+/** A flat field-value list (HGETALL in a script, a stream entry's fields) as a record; null is empty. */
+export function recordOf(fields: readonly string[] | null): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; fields && i + 1 < fields.length; i += 2) out[fields[i] ?? ""] = fields[i + 1] ?? "";
+  return out;
+}
+
+/** A Redis reply read as a number; nil (a missing key or field) is 0. */
+export const num = (value: unknown): number => Number(value ?? 0);
+
 /**
  * Record <-> Redis hash field mapping. Hashes hold strings only; a missing `cap` field is
  * "no cap", which the Lua scripts read as 0, and a patch writes only the fields it sets.
@@ -97,8 +107,7 @@ export function usageFields(r: UsageRecordRow): string[] {
 }
 
 export function parseUsage(accountId: string, fields: string[]): UsageRecordRow {
-  const f: Record<string, string> = {};
-  for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i] ?? ""] = fields[i + 1] ?? "";
+  const f = recordOf(fields);
   return {
     id: f.id ?? "",
     accountId,

@@ -1,19 +1,13 @@
 import { createHash } from "node:crypto";
 import { firedMember } from "../spend-alerts.ts";
 import type { DeliveryStatus, SpendAlert, WebhookDelivery, WebhookEndpointRecord } from "../store.ts";
+import { recordOf } from "./records.ts";
 
 /**
  * Spend alerts, deliveries and endpoints <-> their Redis hashes, streams and JSON. An alert's
  * fields are the ones the settle script writes to an outbox (account, key, period, percent, cap,
  * spent, time), plus its id once it is queued.
  */
-
-/** A flat field-value list (a stream entry's fields) as a record. */
-function recordOf(fields: readonly string[] | null): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (let i = 0; fields && i + 1 < fields.length; i += 2) out[fields[i] ?? ""] = fields[i + 1] ?? "";
-  return out;
-}
 
 /** An alert from its fields, or undefined when they are not one (an expired or foreign hash). */
 export function parseAlert(h: Record<string, string>): SpendAlert | undefined {

@@ -2,6 +2,7 @@ import { DELIVERIES_KEPT, SPEND_ALERT_EVENT_TYPE } from "../spend-alerts.ts";
 import type { DueDelivery, WebhookDelivery, WebhookEndpointRecord, WebhookStore } from "../store.ts";
 import { guarded as guardedWithin, type RedisClient } from "./client.ts";
 import type { createKeys } from "./keys.ts";
+import { num } from "./records.ts";
 import { scanKeys } from "./scan.ts";
 import { createScript } from "./scripts.ts";
 import { CLAIM_DUE, DROP_EMPTY_OUTBOX, FAN_OUT, QUEUE_ALERT, RECORD_ATTEMPT } from "./webhook-scripts.ts";
@@ -40,8 +41,6 @@ const QUEUE_STEP_MS = 10_000;
 
 /** Entries read from a stream: id and flat fields (null for an entry deleted while pending). */
 type StreamEntry = [string, string[] | null];
-
-const num = (value: unknown): number => Number(value ?? 0);
 
 /** What the webhooks share with the rest of the Redis store. */
 export interface RedisWebhooksDeps {
