@@ -80,7 +80,7 @@ export function extractContext(headers: Headers | Record<string, string | string
 /** The W3C headers (`traceparent`, `tracestate`) that make `span` the parent of the next hop's spans. */
 export function propagationHeaders(span: Span): Record<string, string> {
   const out: Record<string, string> = {};
-  propagator.inject(trace.setSpan(ROOT_CONTEXT, span), out, {
+  propagator.inject(contextOf(span), out, {
     set: (carrier, key, value) => {
       carrier[key] = value;
     },

@@ -83,12 +83,27 @@ function encodingOf(req: IncomingMessage, asset: Asset): ["br" | "gzip" | undefi
 }
 
 /**
+ * The files of a build, read and compressed once per process (brotli at its best level takes
+ * about half a second of blocked event loop for the whole build): every app a process starts
+ * (a test file starts many) serves the same committed build. A missing build is not
+ * remembered, so one built later is found.
+ */
+const builds = new Map<string, Map<string, Asset>>();
+function compressedBuild(dir: string): Map<string, Asset> {
+  const cached = builds.get(dir);
+  if (cached) return cached;
+  const assets = new Map(existsSync(dir) ? listFiles(dir).map((p) => loadAsset(p, dir)) : []);
+  if (assets.size > 0) builds.set(dir, assets);
+  return assets;
+}
+
+/**
  * Loads the built console from `dir` and serves it: files by path, and `index.html` for every
  * other path under `/console` (the page routes by path, so a link to `/console/billing` opens
  * the billing page). A missing build is reported by `files === 0`; its pages answer 503.
  */
 export function loadConsoleAssets(dir: string = CONSOLE_DIST): ConsoleAssets {
-  const assets = new Map(existsSync(dir) ? listFiles(dir).map((p) => loadAsset(p, dir)) : []);
+  const assets = compressedBuild(dir);
   const index = assets.get("/console/index.html");
   return {
     files: assets.size,

@@ -1,8 +1,10 @@
 import { createHash } from "node:crypto";
 import type { ServerResponse } from "node:http";
-import { Code } from "@connectrpc/connect";
+import type { Code } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { CATALOGUE, ERROR_DOMAIN, type Entry, type Reason } from "../errors/catalogue.ts";
 import { errorBody, type ErrorLinks, resolutionUrlOf } from "../errors/envelope.ts";
+import { retryHeaders } from "../errors/http.ts";
 
 /**
  * The pages behind every `docs_url`: `/docs/errors/<code>` for each catalogue code and an
@@ -37,9 +39,9 @@ function prose(text: string): string {
   return escapeHtml(text).replace(/`([^`]+)`/g, "<code>$1</code>");
 }
 
-/** `ResourceExhausted` → `RESOURCE_EXHAUSTED`, as gRPC writes its codes. */
+/** `resource_exhausted` → `RESOURCE_EXHAUSTED`, as gRPC writes its codes. */
 function grpcName(code: Code): string {
-  return Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
+  return codeToString(code).toUpperCase();
 }
 
 function page(title: string, body: string): string {
@@ -54,7 +56,8 @@ function exampleResponse(reason: Reason, entry: Entry, links: ErrorLinks): strin
   const text = typeof body === "string" ? body : JSON.stringify(body, null, 2);
   const type = typeof body === "string" ? "text/plain; charset=utf-8" : "application/json";
   const headers = [`HTTP/1.1 ${entry.http}`, `content-type: ${type}`, "x-request-id: 4bf92f3577b34da6a3ce929d0e0e4736"];
-  if (entry.retryAfter) headers.push("retry-after: 30", "retry-after-ms: 30000");
+  if (entry.retryAfter)
+    headers.push(...Object.entries(retryHeaders(30_000)).map(([name, value]) => `${name}: ${value}`));
   return `${headers.join("\n")}\n\n${text}`;
 }
 

@@ -43,7 +43,7 @@ export function errorBody(reason: Reason, links: ErrorLinks, message?: string): 
       reason,
       message: message ?? entry.message,
       docs_url: docsUrlOf(reason, links),
-      resolution_url: `${portalUrlOf(links)}/${entry.envelope.resolution}`,
+      resolution_url: resolutionUrlOf(reason, links),
       portal_url: portalUrlOf(links),
     },
   };

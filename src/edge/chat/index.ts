@@ -6,7 +6,8 @@ import { MAX_BODY_DEPTH, nestsWithin } from "../../protocol/json-depth.ts";
 import { declaredTooLarge, readBodyWithin } from "../body.ts";
 import { coreCall, rateLimitHeadersOf, type EdgeDeps, type EdgeRequest } from "../context.ts";
 import { writeCoreError, writeError, writeJson } from "../respond.ts";
-import { finishOf, noteUsage, streamChat, usageJson } from "./stream.ts";
+import { finishName, finishOf } from "../../protocol/finish-reason.ts";
+import { noteUsage, streamChat, usageJson } from "./stream.ts";
 import { fromWire } from "./wire.ts";
 
 /** The abort reason of a caller that left: one shared value, so leaving builds no exception. */
@@ -129,7 +130,7 @@ async function chat(
       noteUsage(r.facts, out.usage);
       r.facts.responseId = out.id;
       r.facts.model = out.model;
-      r.facts.finishReasons = out.choices.map((c) => finishOf(c.finishReason) ?? "unknown");
+      r.facts.finishReasons = out.choices.map((c) => finishName(c.finishReason));
       return writeJson(
         res,
         200,

@@ -2,28 +2,14 @@ import type { ServerResponse } from "node:http";
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ListValueSchema } from "@bufbuild/protobuf/wkt";
 import { ConnectError } from "@connectrpc/connect";
-import {
-  FinishReason,
-  type StreamChatCompletionResponse,
-  type Usage,
-} from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import type { StreamChatCompletionResponse, Usage } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
 import { isBillingUnknown, reasonOf, STREAM_INTERNAL_ERROR } from "../../errors/catalogue.ts";
 import { streamAbortPayload } from "../../errors/envelope.ts";
 import { type CallFacts, markFirstToken, startFacts } from "../../call-facts.ts";
 import { noteReason } from "../access.ts";
 import type { EdgeDeps } from "../context.ts";
 import { createSseWriter } from "../sse.ts";
-
-const FINISH: Record<FinishReason, string | null> = {
-  [FinishReason.UNSPECIFIED]: null,
-  [FinishReason.STOP]: "stop",
-  [FinishReason.LENGTH]: "length",
-  [FinishReason.TOOL_CALLS]: "tool_calls",
-  [FinishReason.CONTENT_FILTER]: "content_filter",
-};
-
-/** The OpenAI `finish_reason` of a finish event. */
-export const finishOf = (reason: FinishReason): string | null => FINISH[reason] ?? null;
+import { finishName, finishOf } from "../../protocol/finish-reason.ts";
 
 /** The OpenAI `usage` object of a usage event. */
 export const usageJson = (u: Usage | undefined) => ({
@@ -156,7 +142,7 @@ export async function streamChat(
       } else if (e.event.case === "finishReason") {
         finish(e, finishOf(e.event.value));
         facts.finishReasons ??= [];
-        facts.finishReasons.push(finishOf(e.event.value) ?? "unknown");
+        facts.finishReasons.push(finishName(e.event.value));
       } else if (e.event.case === "usage") {
         noteUsage(facts, e.event.value);
         sendAll();

@@ -1,17 +1,10 @@
 import { type Span, SpanKind, type Tracer } from "@opentelemetry/api";
 import { genAiAttributes, markFirstToken, startFacts, type CallFacts } from "../../call-facts.ts";
 import type { EngineRequest } from "../../engines/engine.ts";
-import { FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import type { FinishReason } from "../../../gen/sluice/completion/v1/completion_service_pb.ts";
+import { finishName } from "../../protocol/finish-reason.ts";
 import type { Metrics, ReservationOutcome } from "../../metrics.ts";
 import { contextOf, markError, propagationHeaders, startSpan } from "../../tracing.ts";
-
-/** The OpenAI names of finish reasons, as GenAI's `gen_ai.response.finish_reasons` wants them. */
-const FINISH_NAMES: Partial<Record<FinishReason, string>> = {
-  [FinishReason.STOP]: "stop",
-  [FinishReason.LENGTH]: "length",
-  [FinishReason.TOOL_CALLS]: "tool_calls",
-  [FinishReason.CONTENT_FILTER]: "content_filter",
-};
 
 /** What the observer of a call reads from the core. */
 export interface ObserverDeps {
@@ -72,7 +65,7 @@ export function observeCall(deps: ObserverDeps, facts: CallFacts = startFacts(),
       facts.costUsdMicros = costUsdMicros;
     },
     finished(reasons) {
-      facts.finishReasons = reasons.map((r) => FINISH_NAMES[r] ?? "unknown");
+      facts.finishReasons = reasons.map(finishName);
     },
     engineEnded(errorType) {
       if (!span) return;
