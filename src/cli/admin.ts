@@ -319,7 +319,7 @@ run(process.argv.slice(2)).catch((err: unknown) => {
     // No ErrorInfo: the core never answered (refused, unresolvable, or silent past the timeout).
     if (reason === undefined && (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded)) {
       process.stderr.write(
-        `admin: cannot reach the core at ${process.env.CORE_URL || DEFAULT_CORE_URL} (${err.rawMessage}); ` +
+        `admin: cannot reach the core at ${coreUrl()} (${err.rawMessage}); ` +
           "start it with npm start, or set CORE_URL to its address\n",
       );
       process.exit(1);

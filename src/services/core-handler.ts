@@ -7,7 +7,8 @@ import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from
 import type { Logger } from "../logger.ts";
 import { sluiceError } from "../errors/catalogue.ts";
 import { requestIdFrom } from "../protocol/request-id.ts";
-import { keyCheck, rateLimitHeaders } from "./auth/index.ts";
+import { keyCheck } from "./auth/index.ts";
+import { rateLimitHeaders } from "./auth/rate-limit-headers.ts";
 import type { Core } from "./core.ts";
 import { reasonOfRefusal, refusalOf } from "./protocol-errors.ts";
 

@@ -53,6 +53,7 @@ export async function attemptDelivery(due: DueDelivery, options: AttemptOptions)
   } catch (err) {
     if (options.stop.aborted) return { delivered: false, error: "the sending process stopped" };
     if (timeout.aborted) return { delivered: false, error: `no answer within ${options.timeoutMs} ms` };
-    return { delivered: false, error: `connection failed${codeOf(err) ? ` (${codeOf(err)})` : ""}` };
+    const code = codeOf(err);
+    return { delivered: false, error: `connection failed${code ? ` (${code})` : ""}` };
   }
 }

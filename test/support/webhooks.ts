@@ -1,13 +1,8 @@
 import type { ReceivedWebhook } from "../../src/testing/webhook-receiver.ts";
+import type { SpendAlertPayload } from "../../src/webhooks/payload.ts";
 
 /** The `data` of a spend alert's body, as a receiver parses it. */
-interface AlertData {
-  account_id: string;
-  api_key_id?: string;
-  scope: string;
-  threshold_percent: number;
-  spent_usd_micros: number;
-}
+type AlertData = SpendAlertPayload["data"];
 
 /** A threshold of a scope: "account 50", or "key <key id> 80". */
 export const labelOf = (scope: "account" | "key", percent: number, keyId?: string) =>

@@ -9,7 +9,7 @@ import { displayPrefix, generateApiKey, hashApiKey } from "../auth/api-key.ts";
 import { periodOf } from "../completion/pricing.ts";
 import { spendByDay } from "../spend-by-day.ts";
 import { listUsagePage, usageRecordToProto } from "../usage-records.ts";
-import { keyLimitsOf, keyPatchOf } from "./key-limits.ts";
+import { capSchema, keyLimitsOf, keyPatchOf } from "./key-limits.ts";
 import { expireTimeMsOf, gracePeriodMsOf, invalidField } from "./key-times.ts";
 import { createWebhookAdmin } from "./webhooks.ts";
 
@@ -18,7 +18,6 @@ export const DEFAULT_RATE_LIMIT_RPS = 10;
 export const DEFAULT_BURST = 10;
 
 const uuid = z.string().uuid();
-const cap = z.bigint().min(0n).max(BigInt(Number.MAX_SAFE_INTEGER));
 
 /** Parses one admin field or answers 400 `invalid_argument` naming it. */
 function check<T>(schema: z.ZodType<T>, value: unknown, field: string): T {
@@ -103,7 +102,7 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
       };
       if (req.email !== undefined) account.email = check(z.string().email(), req.email, "email");
       if (req.spendCapUsdMicros !== undefined)
-        account.spendCapUsdMicros = Number(check(cap, req.spendCapUsdMicros, "spend_cap_usd_micros"));
+        account.spendCapUsdMicros = Number(check(capSchema, req.spendCapUsdMicros, "spend_cap_usd_micros"));
       await store.createAccount(account);
       return { account: await accountToProto(account) };
     },
@@ -116,7 +115,7 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
       const { id } = await mustGetAccount(req.accountId);
       const patch: AccountPatch = {};
       if (req.spendCapUsdMicros !== undefined)
-        patch.spendCapUsdMicros = Number(check(cap, req.spendCapUsdMicros, "spend_cap_usd_micros"));
+        patch.spendCapUsdMicros = Number(check(capSchema, req.spendCapUsdMicros, "spend_cap_usd_micros"));
       if (req.onboardingComplete !== undefined) patch.onboardingComplete = req.onboardingComplete;
       if (req.paymentStatus !== undefined) patch.paymentStatus = PAYMENT[req.paymentStatus] ?? "ok";
       if (req.subscriptionStatus !== undefined)

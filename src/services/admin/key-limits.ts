@@ -4,7 +4,7 @@ import type { ApiKeyPatch } from "../../store/store.ts";
 import { invalidField } from "./key-times.ts";
 
 /** A cap in micros: whole, from 0 (a key that may spend nothing) to the largest safe integer. */
-const capSchema = z.bigint().min(0n).max(BigInt(Number.MAX_SAFE_INTEGER));
+export const capSchema = z.bigint().min(0n).max(BigInt(Number.MAX_SAFE_INTEGER));
 /** A tokens-per-minute limit: at least one token (no limit is "unset", not 0). */
 const tpmSchema = z.number().int().min(1).max(4_294_967_295);
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseBearer } from "../../protocol/bearer.ts";
-import { displayPrefix, generateApiKey, hashApiKey, hashesEqual, isWellFormedApiKey, KEY_PREFIX } from "./api-key.ts";
+import { hashesEqual } from "../../store/key-secrets.ts";
+import { displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, KEY_PREFIX } from "./api-key.ts";
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 

@@ -62,9 +62,6 @@ export function hashApiKey(secret: string): string {
   return hash("sha256", secret, "hex");
 }
 
-/** Compares two hex hashes in constant time; the store layer owns it, as key checks do. */
-export { hashesEqual } from "../../store/key-secrets.ts";
-
 /** The visible prefix of a key, to recognise it in listings. */
 export function displayPrefix(secret: string): string {
   return secret.slice(0, KEY_PREFIX.length + 6);

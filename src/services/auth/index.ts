@@ -8,9 +8,6 @@ import { callFactsKey } from "../request-context.ts";
 import { hashApiKey, isWellFormedApiKey } from "./api-key.ts";
 import { rateLimitHeaders } from "./rate-limit-headers.ts";
 
-/** The `x-ratelimit-*` headers, for the handlers that charge the rate limit themselves (chat calls). */
-export { rateLimitHeaders };
-
 /** The authenticated caller of a keyed RPC, as handlers read it from the context. */
 export interface Principal {
   accountId: string;

@@ -4,8 +4,9 @@ import type { ChatParams } from "../../../gen/sluice/completion/v1/completion_se
 import type { ModelRegistry } from "../../engines/models.ts";
 import type { Tokenizer } from "../../engines/tokenizer.ts";
 import { type Reason, reasonOf, sluiceError } from "../../errors/catalogue.ts";
-import type { ApiKeyRecord, Store } from "../../store/store.ts";
+import type { ApiKeyRecord, Balance, Store } from "../../store/store.ts";
 import { standingReasonOf } from "../account-standing.ts";
+import { keyBalancesNow } from "../api-keys.ts";
 import type { Principal } from "../auth/index.ts";
 import { type CallSize, sizeCall } from "../completion/plan.ts";
 import { periodOf } from "../completion/pricing.ts";
@@ -41,10 +42,13 @@ function sizeOrRefusal(deps: EstimateDeps, call: ChatCall): CallSize | Reason {
  * undefined when it has no cap of its own: `estimateChatCompletion` refuses a call the smaller of the
  * account's and the key's budgets does not cover, the rule the store applies when it takes a hold.
  */
-async function keyBudgetLeft(store: Store, key: ApiKeyRecord, period: string, nowMs: number) {
-  const cap = key.spendCapUsdMicros;
-  if (cap === undefined) return undefined;
-  const used = (await store.keyBalances({ accountId: key.accountId, period, nowMs })).get(key.id);
+async function keyBudgetLeft(store: Store, key: ApiKeyRecord, nowMs: number) {
+  if (key.spendCapUsdMicros === undefined) return undefined;
+  return budgetLeft(key.spendCapUsdMicros, (await keyBalancesNow(store, key.accountId, nowMs)).get(key.id));
+}
+
+/** A cap less what its period spent and holds, floored at 0: the budget a new call may reserve from. */
+function budgetLeft(cap: number, used: Balance | undefined): number {
   return Math.max(0, cap - (used?.spentUsdMicros ?? 0) - (used?.reservedUsdMicros ?? 0));
 }
 
@@ -71,14 +75,13 @@ export async function estimateChatCompletion(
   const [account, balance, keyLeft] = await Promise.all([
     deps.store.getAccount(accountId),
     deps.store.balance({ accountId, period, nowMs }),
-    keyBudgetLeft(deps.store, principal.apiKey, period, nowMs),
+    keyBudgetLeft(deps.store, principal.apiKey, nowMs),
   ]);
   // As a call's plan: a key whose account is gone is no key.
   if (!account) throw sluiceError("invalid_api_key");
   const size = sizeOrRefusal(deps, call);
   const cap = account.spendCapUsdMicros;
-  const accountLeft =
-    cap === undefined ? undefined : Math.max(0, cap - balance.spentUsdMicros - balance.reservedUsdMicros);
+  const accountLeft = cap === undefined ? undefined : budgetLeft(cap, balance);
   const left = Math.min(accountLeft ?? Number.POSITIVE_INFINITY, keyLeft ?? Number.POSITIVE_INFINITY);
   const refusal =
     standingReasonOf(account) ??

@@ -3,7 +3,8 @@ import type { ChatParams } from "../../../gen/sluice/completion/v1/completion_se
 import type { EngineEvent } from "../../engines/engine.ts";
 import { reasonOf, sluiceError } from "../../errors/catalogue.ts";
 import { type Logger, withFields } from "../../logger.ts";
-import { rateLimitHeaders, type Principal } from "../auth/index.ts";
+import type { Principal } from "../auth/index.ts";
+import { rateLimitHeaders } from "../auth/rate-limit-headers.ts";
 import type { CallTracker } from "./call-tracker.ts";
 import { createHandoff, type Handoff } from "./handoff.ts";
 import { planCall, type CallHeader, type CallPlan, type PlanDeps } from "./plan.ts";
@@ -115,11 +116,7 @@ async function admitCall(
   const headers = rateLimitHeaders(decision);
   for (const [name, value] of Object.entries(headers)) ctx.responseHeader.set(name, value);
   if (!decision.allowed) throw sluiceError("api_key_rate_limited", { retryAfterMs: decision.retryAfterMs, headers });
-  if (refusal !== undefined || !plan) {
-    const err = ConnectError.from(refusal);
-    for (const [name, value] of Object.entries(headers)) err.metadata.set(name, value);
-    throw err;
-  }
+  if (refusal !== undefined || !plan) throw withHeaders(refusal, headers);
   // The token budget comes after the rules that size the call, and before the spend cap.
   if (decision.tokens?.allowed === false) throw tokenLimitRefusal(decision.tokens, headers);
   observer.reservation(decision.granted === 0 ? "refused" : "admitted");
@@ -131,11 +128,17 @@ async function admitCall(
     leave = deps.calls.enter();
   } catch (err) {
     releaseLater(deps, plan.reservation);
-    for (const [name, value] of Object.entries(headers)) ConnectError.from(err).metadata.set(name, value);
-    throw err;
+    throw withHeaders(err, headers);
   }
   const events = runAdmitted(deps, plan, decision.granted, stream, ctx.signal, leave, observer);
   return { header: plan.header, events };
+}
+
+/** A refusal after the rate-limit charge, as a `ConnectError` carrying that charge's headers. */
+function withHeaders(err: unknown, headers: Record<string, string>): ConnectError {
+  const refusal = ConnectError.from(err);
+  for (const [name, value] of Object.entries(headers)) refusal.metadata.set(name, value);
+  return refusal;
 }
 
 function resolveOptions(deps: CallDeps): ResolveOptions {
