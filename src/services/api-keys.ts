@@ -8,7 +8,7 @@ import { periodOf } from "./completion/pricing.ts";
  * ListApiKeys promise (the store keeps none).
  * @throws `service_unavailable` (Redis).
  */
-export async function listApiKeysOldestFirst(store: Store, accountId: string): Promise<ApiKeyRecord[]> {
+async function listApiKeysOldestFirst(store: Store, accountId: string): Promise<ApiKeyRecord[]> {
   return (await store.listApiKeys(accountId)).sort((a, b) => a.createTimeMs - b.createTimeMs);
 }
 
@@ -19,6 +19,24 @@ export async function listApiKeysOldestFirst(store: Store, accountId: string): P
  */
 export function keyBalancesNow(store: Store, accountId: string, nowMs: number): Promise<Map<string, Balance>> {
   return store.keyBalances({ accountId, period: periodOf(nowMs), nowMs });
+}
+
+/**
+ * An account's keys, oldest first, each shown by `show` with what it spent and holds this period:
+ * the one listing Admin's and Identity's ListApiKeys both answer with (two store reads at once).
+ * @throws `service_unavailable` (Redis).
+ */
+export async function listApiKeysShown<T>(
+  store: Store,
+  accountId: string,
+  nowMs: number,
+  show: (key: ApiKeyRecord, nowMs: number, balance?: Balance) => T,
+): Promise<T[]> {
+  const [keys, balances] = await Promise.all([
+    listApiKeysOldestFirst(store, accountId),
+    keyBalancesNow(store, accountId, nowMs),
+  ]);
+  return keys.map((k) => show(k, nowMs, balances.get(k.id)));
 }
 
 /**

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { type AdminService, PaymentStatus, SubscriptionStatus } from "../../../gen/sluice/admin/v1/admin_service_pb.ts";
 import { sluiceError } from "../../errors/catalogue.ts";
 import type { AccountPatch, AccountRecord, ApiKeyRecord, Balance, Store } from "../../store/store.ts";
-import { apiKeyToProto, keyBalancesNow, listApiKeysOldestFirst } from "../api-keys.ts";
+import { apiKeyToProto, keyBalancesNow, listApiKeysShown } from "../api-keys.ts";
 import { displayPrefix, generateApiKey, hashApiKey } from "../auth/api-key.ts";
 import { periodOf } from "../completion/pricing.ts";
 import { spendByDay } from "../spend-by-day.ts";
@@ -187,9 +187,7 @@ export function createAdminService(deps: AdminDeps): ServiceImpl<typeof AdminSer
 
     async listApiKeys(req) {
       const { id } = await mustGetAccount(req.accountId);
-      const nowMs = deps.now();
-      const [keys, balances] = await Promise.all([listApiKeysOldestFirst(store, id), keyBalancesNow(store, id, nowMs)]);
-      return { apiKeys: keys.map((k) => keyToProto(k, nowMs, balances.get(k.id))) };
+      return { apiKeys: await listApiKeysShown(store, id, deps.now(), keyToProto) };
     },
 
     async listUsageRecords(req) {

@@ -1,7 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { IdentityService } from "../../../gen/sluice/identity/v1/identity_service_pb.ts";
 import type { Store } from "../../store/store.ts";
-import { apiKeyToProto, keyBalancesNow, listApiKeysOldestFirst } from "../api-keys.ts";
+import { apiKeyToProto, listApiKeysShown } from "../api-keys.ts";
 import { requirePrincipal } from "../auth/index.ts";
 
 /**
@@ -22,12 +22,7 @@ export function createIdentityService(deps: { store: Store; now: () => number })
     },
     async listApiKeys(_req, ctx) {
       const { accountId } = requirePrincipal(ctx.values);
-      const nowMs = deps.now();
-      const [keys, balances] = await Promise.all([
-        listApiKeysOldestFirst(deps.store, accountId),
-        keyBalancesNow(deps.store, accountId, nowMs),
-      ]);
-      return { apiKeys: keys.map((k) => apiKeyToProto(k, nowMs, balances.get(k.id))) };
+      return { apiKeys: await listApiKeysShown(deps.store, accountId, deps.now(), apiKeyToProto) };
     },
   };
 }
